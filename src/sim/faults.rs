@@ -1,0 +1,138 @@
+//! Fault injection for one simulated cluster, driven through the `/_sim/`
+//! admin paths on the cluster's own port: partition, added latency, an error
+//! rate, dropping watch streams, and forced compaction.
+
+use std::time::Duration;
+
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::Cluster;
+use super::error::ApiError;
+use super::http::{Body, error_response, json_response};
+
+/// The fault settings of a cluster, as `GET /_sim/faults` shows them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Faults {
+    /// Kubernetes requests get no answer until healed; state and pods are kept.
+    pub partitioned: bool,
+    /// Added to every Kubernetes request.
+    pub latency_ms: u64,
+    /// Share of Kubernetes requests answered with 500 or 429.
+    pub error_rate: f64,
+}
+
+/// A `PUT /_sim/faults` body: fields left out keep their value.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct FaultsUpdate {
+    partitioned: Option<bool>,
+    latency_ms: Option<u64>,
+    error_rate: Option<f64>,
+}
+
+pub struct FaultState {
+    tx: watch::Sender<Faults>,
+}
+
+impl Default for FaultState {
+    fn default() -> Self {
+        FaultState {
+            tx: watch::channel(Faults::default()).0,
+        }
+    }
+}
+
+impl FaultState {
+    pub fn current(&self) -> Faults {
+        self.tx.borrow().clone()
+    }
+
+    /// Waits while the cluster is partitioned.
+    pub async fn wait_reachable(&self) {
+        let mut rx = self.tx.subscribe();
+        // The sender lives as long as the cluster, so this only ends when healed.
+        let _ = rx.wait_for(|f| !f.partitioned).await;
+    }
+
+    /// Applies partition, latency and the error rate to one request.
+    pub async fn before_request(&self) -> Result<(), ApiError> {
+        self.wait_reachable().await;
+        let faults = self.current();
+        if faults.latency_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(faults.latency_ms)).await;
+        }
+        if faults.error_rate > 0.0 && fastrand::f64() < faults.error_rate {
+            return Err(if fastrand::bool() {
+                ApiError::internal("injected fault: internal error")
+            } else {
+                ApiError::new(
+                    429,
+                    "TooManyRequests",
+                    "injected fault: too many requests, please try again later",
+                )
+            });
+        }
+        Ok(())
+    }
+
+    fn update(&self, update: FaultsUpdate) -> Result<Faults, ApiError> {
+        if update.error_rate.is_some_and(|r| !(0.0..=1.0).contains(&r)) {
+            return Err(ApiError::bad_request("errorRate must be between 0 and 1"));
+        }
+        self.tx.send_modify(|f| {
+            f.partitioned = update.partitioned.unwrap_or(f.partitioned);
+            f.latency_ms = update.latency_ms.unwrap_or(f.latency_ms);
+            f.error_rate = update.error_rate.unwrap_or(f.error_rate);
+        });
+        Ok(self.current())
+    }
+}
+
+/// Serves `/_sim/<path>`.
+pub async fn admin(cluster: &Cluster, path: &str, req: Request<Incoming>) -> Response<Body> {
+    let method = req.method().clone();
+    match (method, path) {
+        (Method::GET, "faults") => json_response(StatusCode::OK, &json!(cluster.faults.current())),
+        (Method::PUT, "faults") => {
+            let body = match req.into_body().collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(e) => return error_response(&ApiError::bad_request(e.to_string())),
+            };
+            let update = match serde_json::from_slice::<FaultsUpdate>(&body) {
+                Ok(u) => u,
+                Err(e) => {
+                    return error_response(&ApiError::bad_request(format!("invalid faults: {e}")));
+                }
+            };
+            match cluster.faults.update(update) {
+                Ok(faults) => {
+                    tracing::info!(cluster = %cluster.name, ?faults, "faults changed");
+                    json_response(StatusCode::OK, &json!(faults))
+                }
+                Err(e) => error_response(&e),
+            }
+        }
+        (Method::POST, "drop-watches") => {
+            cluster.drop_watches.send_modify(|n| *n += 1);
+            json_response(StatusCode::OK, &json!({"dropped": true}))
+        }
+        (Method::POST, "compact") => {
+            cluster.store.compact();
+            json_response(
+                StatusCode::OK,
+                &json!({"compactedTo": cluster.store.current_rv().to_string()}),
+            )
+        }
+        _ => error_response(&ApiError::new(
+            404,
+            "NotFound",
+            format!("no admin path /_sim/{path}"),
+        )),
+    }
+}

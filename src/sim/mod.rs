@@ -1,0 +1,178 @@
+//! Simulated Kubernetes clusters: an in-memory API server per cluster that
+//! serves real HTTP on 127.0.0.1, so kubectl and kube-rs talk to it
+//! unchanged. Nothing here imports the controller, and the controller never
+//! imports this: they meet only over HTTP.
+
+mod apply;
+mod discovery;
+mod error;
+mod faults;
+mod http;
+mod openapi;
+mod patch;
+mod resources;
+mod rules;
+mod schema;
+mod selector;
+mod server;
+mod store;
+mod table;
+mod watch;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::watch as signal;
+
+pub use faults::Faults;
+
+/// Options shared by every simulated cluster.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    /// Events kept for watches and continue tokens (the compaction window).
+    pub watch_history: usize,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            watch_history: 10_000,
+        }
+    }
+}
+
+/// One simulated cluster: its store, fault settings and address.
+pub struct Cluster {
+    pub name: String,
+    pub address: SocketAddr,
+    store: store::Store,
+    faults: faults::FaultState,
+    drop_watches: signal::Sender<u64>,
+    shutdown: signal::Receiver<bool>,
+}
+
+/// A running simulated cluster; dropping it does not stop it, `stop` does.
+pub struct ClusterHandle {
+    pub name: String,
+    pub address: SocketAddr,
+    stop: signal::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ClusterHandle {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// A kubeconfig with one cluster, user and context, all named after the cluster.
+    pub fn kubeconfig(&self) -> String {
+        kubeconfig_yaml(&self.name, &self.url())
+    }
+
+    /// Stops accepting requests and closes open watches.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+pub fn kubeconfig_yaml(name: &str, server: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {server}\nusers:\n- name: {name}\n  user:\n    token: simulated\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\n    namespace: default\ncurrent-context: {name}\n"
+    )
+}
+
+/// Starts one simulated cluster on a free port of 127.0.0.1.
+pub async fn start_cluster(name: &str, options: &SimOptions) -> std::io::Result<ClusterHandle> {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+    let address = listener.local_addr()?;
+    let (stop, shutdown) = signal::channel(false);
+    let cluster = Arc::new(Cluster {
+        name: name.to_string(),
+        address,
+        store: store::Store::new(options.watch_history),
+        faults: faults::FaultState::default(),
+        drop_watches: signal::channel(0).0,
+        shutdown: shutdown.clone(),
+    });
+    let task = tokio::spawn(accept_loop(listener, cluster, shutdown));
+    tracing::info!(cluster = name, %address, "simulated cluster serving");
+    Ok(ClusterHandle {
+        name: name.to_string(),
+        address,
+        stop,
+        task,
+    })
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    cluster: Arc<Cluster>,
+    mut shutdown: signal::Receiver<bool>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.changed() => return,
+        };
+        let (socket, _) = match accepted {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::warn!(cluster = %cluster.name, error = %e, "accept failed");
+                continue;
+            }
+        };
+        let _ = socket.set_nodelay(true);
+        let cluster = cluster.clone();
+        let mut conn_shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let cluster = cluster.clone();
+                async move { Ok::<_, std::convert::Infallible>(server::handle(cluster, req).await) }
+            });
+            let conn = http1::Builder::new().serve_connection(TokioIo::new(socket), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = conn_shutdown.changed() => {}
+            }
+        });
+    }
+}
+
+/// The clusters `sim` and `demo` start: `home`, then `member-1`, `member-2`, ….
+pub fn cluster_names(count: usize) -> Vec<String> {
+    (0..count)
+        .map(|i| {
+            if i == 0 {
+                "home".to_string()
+            } else {
+                format!("member-{i}")
+            }
+        })
+        .collect()
+}
+
+/// Writes `DIR/<name>.kubeconfig` for every cluster, then `DIR/ready`.
+pub fn write_kubeconfigs(dir: &Path, clusters: &[ClusterHandle]) -> std::io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let mut paths = Vec::new();
+    for c in clusters {
+        let path = dir.join(format!("{}.kubeconfig", c.name));
+        std::fs::write(&path, c.kubeconfig())?;
+        paths.push(path);
+    }
+    std::fs::write(
+        dir.join("ready"),
+        clusters
+            .iter()
+            .map(|c| format!("{} {}\n", c.name, c.url()))
+            .collect::<String>(),
+    )?;
+    Ok(paths)
+}

@@ -1,0 +1,313 @@
+//! Object rules the API server applies on every write, independent of
+//! storage: name validation, defaulting of built-in kinds, which parts of an
+//! object a write may change, and when `metadata.generation` moves.
+
+use serde_json::{Map, Value, json};
+
+use super::resources::ResourceType;
+
+/// Fields of `metadata` the server owns; a client's write never changes them.
+const SERVER_METADATA: &[&str] = &[
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "selfLink",
+];
+
+/// Checks a name as upstream does for most kinds (a DNS-1123 subdomain).
+pub fn validate_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("metadata.name: Required value: name or generateName is required".into());
+    }
+    let valid = name.len() <= 253
+        && name.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        });
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "metadata.name: Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+        ))
+    }
+}
+
+pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    obj.get("metadata")?.get(field)?.as_str()
+}
+
+pub fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    match obj.get_mut("metadata") {
+        Some(Value::Object(m)) => m,
+        _ => unreachable!("metadata was just made an object"),
+    }
+}
+
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Sets the fields the server fills in on create, and the defaults of the
+/// built-in kinds that clients rely on.
+/// `serial` is unique per cluster and write; it numbers allocated addresses.
+pub fn prepare_create(
+    ty: &ResourceType,
+    obj: &mut Value,
+    uid: String,
+    now: &str,
+    serial: u64,
+    status_subresource: bool,
+) {
+    let meta = metadata_mut(obj);
+    for field in SERVER_METADATA {
+        meta.remove(*field);
+    }
+    meta.insert("uid".into(), json!(uid));
+    meta.insert("creationTimestamp".into(), json!(now));
+    meta.insert("generation".into(), json!(1));
+    if status_subresource && !ty.builtin {
+        // A custom resource with a status subresource starts without status.
+        if let Some(o) = obj.as_object_mut() {
+            o.remove("status");
+        }
+    }
+    if !ty.builtin {
+        return;
+    }
+    match (ty.group.as_str(), ty.plural.as_str()) {
+        ("", "namespaces") => {
+            obj["spec"] = json!({"finalizers": ["kubernetes"]});
+            obj["status"] = json!({"phase": "Active"});
+            let name = meta_str(obj, "name").unwrap_or_default().to_string();
+            let meta = metadata_mut(obj);
+            let labels = meta.entry("labels").or_insert_with(|| json!({}));
+            labels["kubernetes.io/metadata.name"] = json!(name);
+        }
+        ("", "pods") => default_pod(obj),
+        ("", "services") => default_service(obj, serial),
+        ("", "secrets") => {
+            if obj.get("type").is_none() {
+                obj["type"] = json!("Opaque");
+            }
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            let names = obj
+                .pointer("/spec/names")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            obj["status"] = json!({
+                "acceptedNames": names,
+                "storedVersions": obj.pointer("/spec/versions").and_then(Value::as_array)
+                    .map(|vs| vs.iter().filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+                        .filter_map(|v| v.get("name").cloned()).collect::<Vec<_>>())
+                    .unwrap_or_default(),
+                "conditions": [
+                    {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": now},
+                    {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": now},
+                ],
+            });
+        }
+        _ => {}
+    }
+}
+
+fn default_pod(pod: &mut Value) {
+    let spec = pod.get_mut("spec").and_then(Value::as_object_mut);
+    if let Some(spec) = spec {
+        let defaults = [
+            ("restartPolicy", json!("Always")),
+            ("schedulerName", json!("default-scheduler")),
+            ("terminationGracePeriodSeconds", json!(30)),
+            ("dnsPolicy", json!("ClusterFirst")),
+            ("securityContext", json!({})),
+            ("enableServiceLinks", json!(true)),
+            ("priority", json!(0)),
+        ];
+        for (k, v) in defaults {
+            spec.entry(k).or_insert(v);
+        }
+        for list in ["containers", "initContainers"] {
+            for c in spec
+                .get_mut(list)
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                let Some(c) = c.as_object_mut() else { continue };
+                c.entry("imagePullPolicy")
+                    .or_insert_with(|| json!("IfNotPresent"));
+                c.entry("terminationMessagePath")
+                    .or_insert_with(|| json!("/dev/termination-log"));
+                c.entry("terminationMessagePolicy")
+                    .or_insert_with(|| json!("File"));
+                c.entry("resources").or_insert_with(|| json!({}));
+                for port in c
+                    .get_mut("ports")
+                    .and_then(Value::as_array_mut)
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(p) = port.as_object_mut() {
+                        p.entry("protocol").or_insert_with(|| json!("TCP"));
+                    }
+                }
+            }
+        }
+    }
+    let qos = pod_qos_class(pod);
+    pod["status"] = json!({"phase": "Pending", "qosClass": qos});
+}
+
+/// The QoS class upstream derives from the containers' requests and limits.
+fn pod_qos_class(pod: &Value) -> &'static str {
+    let containers: Vec<&Value> = ["containers", "initContainers"]
+        .iter()
+        .filter_map(|l| pod.pointer(&format!("/spec/{l}")).and_then(Value::as_array))
+        .flatten()
+        .collect();
+    let res = |c: &Value, k: &str| {
+        c.pointer(&format!("/resources/{k}"))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    };
+    if containers
+        .iter()
+        .all(|c| res(c, "requests").is_empty() && res(c, "limits").is_empty())
+    {
+        return "BestEffort";
+    }
+    let guaranteed = containers.iter().all(|c| {
+        let limits = res(c, "limits");
+        let requests = res(c, "requests");
+        ["cpu", "memory"].iter().all(|r| limits.contains_key(*r))
+            && requests.iter().all(|(k, v)| limits.get(k) == Some(v))
+    });
+    if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+fn default_service(svc: &mut Value, serial: u64) {
+    let Some(spec) = svc.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    spec.entry("type").or_insert_with(|| json!("ClusterIP"));
+    spec.entry("sessionAffinity")
+        .or_insert_with(|| json!("None"));
+    if !spec.contains_key("clusterIP") {
+        let ip = format!("10.96.{}.{}", (serial / 254) % 256, serial % 254 + 1);
+        spec.insert("clusterIP".into(), json!(ip));
+    }
+    let ip = spec.get("clusterIP").cloned().unwrap_or(Value::Null);
+    spec.entry("clusterIPs").or_insert_with(|| json!([ip]));
+    for port in spec
+        .get_mut("ports")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(p) = port.as_object_mut() {
+            p.entry("protocol").or_insert_with(|| json!("TCP"));
+            if let Some(number) = p.get("port").cloned() {
+                p.entry("targetPort").or_insert(number);
+            }
+        }
+    }
+    svc["status"] = json!({"loadBalancer": {}});
+}
+
+/// Builds the object an update stores from the old one and the client's new
+/// one: server-owned metadata is kept, and with a status subresource the main
+/// resource keeps the old status while `/status` changes nothing but status.
+pub fn merge_update(
+    old: &Value,
+    mut new: Value,
+    status_subresource: bool,
+    to_status: bool,
+) -> Value {
+    if to_status {
+        let mut merged = old.clone();
+        match new.get_mut("status").map(Value::take) {
+            Some(status) => merged["status"] = status,
+            None => {
+                if let Some(o) = merged.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+        return merged;
+    }
+    let old_meta = old
+        .get("metadata")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let meta = metadata_mut(&mut new);
+    for field in SERVER_METADATA.iter().chain(["name", "namespace"].iter()) {
+        match old_meta.get(*field) {
+            Some(v) => meta.insert(field.to_string(), v.clone()),
+            None => meta.remove(*field),
+        };
+    }
+    if status_subresource {
+        match old.get("status") {
+            Some(status) => new["status"] = status.clone(),
+            None => {
+                if let Some(o) = new.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+    }
+    new
+}
+
+/// Whether the change from `old` to `new` touches anything but metadata and
+/// status, which is what moves `metadata.generation`.
+pub fn spec_changed(old: &Value, new: &Value, status_subresource: bool) -> bool {
+    let strip = |v: &Value| -> Value {
+        let mut v = v.clone();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("metadata");
+            if status_subresource {
+                o.remove("status");
+            }
+        }
+        v
+    };
+    strip(old) != strip(new)
+}
+
+/// Two objects are the same write when they differ at most in managedFields
+/// (upstream drops timestamp-only managedFields changes of no-op writes).
+pub fn same_object(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| -> Value {
+        let mut v = v.clone();
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+            m.remove("resourceVersion");
+        }
+        v
+    };
+    strip(a) == strip(b)
+}

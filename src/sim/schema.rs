@@ -1,0 +1,118 @@
+//! Pruning of custom objects to their CRD's structural schema, as upstream
+//! does for `apiextensions.k8s.io/v1` CRDs: fields the schema does not know
+//! are dropped (or reported, for `fieldValidation=Strict`).
+
+use serde_json::{Map, Value};
+
+/// Returns the pruned object and the paths of the fields that were dropped.
+pub fn prune(mut obj: Value, schema: &Value) -> (Value, Vec<String>) {
+    let mut unknown = Vec::new();
+    if let Value::Object(map) = &mut obj {
+        // apiVersion, kind and metadata are always kept at the root.
+        prune_object(
+            map,
+            schema,
+            "",
+            &mut unknown,
+            &["apiVersion", "kind", "metadata"],
+        );
+    }
+    (obj, unknown)
+}
+
+fn preserves_unknown(schema: &Value) -> bool {
+    schema
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        == Some(true)
+}
+
+fn prune_object(
+    map: &mut Map<String, Value>,
+    schema: &Value,
+    path: &str,
+    unknown: &mut Vec<String>,
+    always_kept: &[&str],
+) {
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+    let embedded = schema
+        .get("x-kubernetes-embedded-resource")
+        .and_then(Value::as_bool)
+        == Some(true);
+    let keep_all = preserves_unknown(schema) && properties.is_none() && additional.is_none();
+    if keep_all {
+        return;
+    }
+    let keys: Vec<String> = map.keys().cloned().collect();
+    for key in keys {
+        let child_path = if path.is_empty() {
+            key.clone()
+        } else {
+            format!("{path}.{key}")
+        };
+        let child_schema = properties.and_then(|p| p.get(&key)).or(additional);
+        match child_schema {
+            Some(child_schema) => {
+                if let Some(child) = map.get_mut(&key) {
+                    prune_value(child, child_schema, &child_path, unknown);
+                }
+            }
+            None if always_kept.contains(&key.as_str())
+                || (embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata")) => {}
+            None if preserves_unknown(schema) => {}
+            None => {
+                map.remove(&key);
+                unknown.push(child_path);
+            }
+        }
+    }
+}
+
+fn prune_value(value: &mut Value, schema: &Value, path: &str, unknown: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => prune_object(map, schema, path, unknown, &[]),
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter_mut().enumerate() {
+                    prune_value(item, item_schema, &format!("{path}[{i}]"), unknown);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn drops_unknown_fields_and_reports_them() {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {"replicas": {"type": "integer"},
+                "items": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}}}},
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+        }});
+        let obj = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "a"},
+            "spec": {"replicas": 1, "bogus": true, "items": [{"name": "n", "extra": 1}]},
+            "status": {"anything": {"goes": 1}}, "top": 1});
+        let (pruned, unknown) = prune(obj, &schema);
+        assert_eq!(
+            pruned,
+            json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "a"},
+            "spec": {"replicas": 1, "items": [{"name": "n"}]}, "status": {"anything": {"goes": 1}}})
+        );
+        assert_eq!(unknown, vec!["spec.bogus", "spec.items[0].extra", "top"]);
+    }
+
+    #[test]
+    fn maps_follow_additional_properties() {
+        let schema = json!({"type": "object", "properties": {"weights": {"type": "object",
+            "additionalProperties": {"type": "object", "properties": {"w": {"type": "integer"}}}}}});
+        let (pruned, unknown) = prune(json!({"weights": {"a": {"w": 1, "x": 2}}}), &schema);
+        assert_eq!(pruned, json!({"weights": {"a": {"w": 1}}}));
+        assert_eq!(unknown, vec!["weights.a.x"]);
+    }
+}
