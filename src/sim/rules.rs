@@ -102,11 +102,7 @@ pub fn prepare_create(
         }
         ("", "pods") => default_pod(obj),
         ("", "services") => default_service(obj, serial),
-        ("", "secrets") => {
-            if obj.get("type").is_none() {
-                obj["type"] = json!("Opaque");
-            }
-        }
+        ("", "secrets") if obj.get("type").is_none() => obj["type"] = json!("Opaque"),
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             let names = obj
                 .pointer("/spec/names")
@@ -310,4 +306,28 @@ pub fn same_object(a: &Value, b: &Value) -> bool {
         v
     };
     strip(a) == strip(b)
+}
+
+/// Drops empty metadata collections, as Go's `omitempty` does upstream
+/// (kube-rs's finalizer helper relies on `finalizers` vanishing when empty).
+pub fn normalize_metadata(obj: &mut Value) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in [
+            "finalizers",
+            "ownerReferences",
+            "labels",
+            "annotations",
+            "managedFields",
+        ] {
+            let empty = match meta.get(field) {
+                Some(Value::Array(a)) => a.is_empty(),
+                Some(Value::Object(o)) => o.is_empty(),
+                Some(Value::Null) => true,
+                _ => false,
+            };
+            if empty {
+                meta.remove(field);
+            }
+        }
+    }
 }

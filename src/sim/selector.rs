@@ -504,14 +504,6 @@ impl FieldSelector {
             (actual == r.value) == r.equal
         })
     }
-
-    /// The value `field` must equal (via `=`/`==`), if the selector pins it.
-    pub fn required_value(&self, field: &str) -> Option<&str> {
-        self.requirements
-            .iter()
-            .find(|r| r.equal && r.field == field)
-            .map(|r| r.value.as_str())
-    }
 }
 
 /// Splits on commas that are not backslash-escaped; escapes are kept for
@@ -648,6 +640,7 @@ mod tests {
     #[test]
     fn set_with_empty_members() {
         assert!(sel("a in ()").matches(&labels(&[("a", "")])));
+        assert!(sel("a in (,x)").matches(&labels(&[("a", "")])));
         let s = sel("a in (x,)");
         assert!(s.matches(&labels(&[("a", "")])));
         assert!(s.matches(&labels(&[("a", "x")])));
@@ -750,11 +743,10 @@ mod tests {
     fn field_escapes() {
         let s = fields(r"metadata.name=a\,b\=c\\d");
         assert!(s.matches(pod(r"a,b=c\d", None)));
-        assert_eq!(s.required_value("metadata.name"), Some(r"a,b=c\d"));
         // The escaped comma does not split the term: one requirement, value "x,y".
         let escaped_comma = fields(r"metadata.name=x\,y");
         assert_eq!(escaped_comma.requirements.len(), 1);
-        assert_eq!(escaped_comma.required_value("metadata.name"), Some("x,y"));
+        assert!(escaped_comma.matches(pod("x,y", None)));
     }
 
     #[test]
@@ -786,17 +778,5 @@ mod tests {
             SelectorError::UnsupportedFieldLabel("status.phase".into())
         );
         assert_eq!(err.to_string(), "field label not supported: status.phase");
-    }
-
-    #[test]
-    fn required_value_only_for_equality() {
-        let s = fields("spec.nodeName=n1,metadata.name!=x");
-        assert_eq!(s.required_value("spec.nodeName"), Some("n1"));
-        assert_eq!(s.required_value("metadata.name"), None);
-        assert_eq!(s.required_value("metadata.namespace"), None);
-        assert_eq!(
-            fields("spec.nodeName==").required_value("spec.nodeName"),
-            Some("")
-        );
     }
 }

@@ -343,9 +343,17 @@ fn patch_error(ty: &ResourceType, name: &str, e: patch::PatchError) -> ApiError 
     if e.is_bad_request() {
         ApiError::bad_request(e.to_string())
     } else {
+        // Upstream answers these with NewGenericServerResponse(422) for no
+        // particular resource: a generic message and empty details, which
+        // kubectl prints as "The request is invalid: the server rejected …".
+        tracing::debug!(resource = %ty.plural, %name, error = %e, "patch rejected");
         ApiError {
-            details: Some(json!({"name": name, "group": ty.group, "kind": ty.plural})),
-            ..ApiError::new(422, "Invalid", e.to_string())
+            details: Some(json!({})),
+            ..ApiError::new(
+                422,
+                "Invalid",
+                "the server rejected our request due to an error in our request",
+            )
         }
     }
 }
@@ -362,10 +370,12 @@ fn validate_custom(rr: &ResourceRequest, obj: Value, query: &Query) -> ApiResult
             .iter()
             .map(|f| format!("unknown field \"{f}\""))
             .collect();
+        // Upstream's wording for a decode error of a create or update body.
         return Err(ApiError::bad_request(format!(
-            "{}: strict decoding error: {}",
-            rr.ty.kind,
-            fields.join(", ")
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+            fields.join(", "),
+            kind = rr.ty.kind,
+            version = rr.version,
         )));
     }
     Ok(pruned)

@@ -617,6 +617,7 @@ impl Inner {
             self.rv + 1,
             status_sub,
         );
+        rules::normalize_metadata(&mut obj);
         if track_update {
             let api_version = ty.api_version(&version);
             apply::record_update(
@@ -722,6 +723,7 @@ impl Inner {
             }
         };
         let mut new = rules::merge_update(&old, new, status_sub, to_status);
+        rules::normalize_metadata(&mut new);
         new["apiVersion"] = old.get("apiVersion").cloned().unwrap_or(Value::Null);
         new["kind"] = json!(ty.kind);
         if !is_apply {

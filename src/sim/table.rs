@@ -6,9 +6,8 @@ use serde_json::{Value, json};
 
 use super::resources::{Column, ResourceType};
 
-/// A computed cell for the built-in kinds whose columns are not plain paths.
-#[derive(Clone, Copy)]
-enum Computed {
+/// How a column's cells are computed.
+enum Cell {
     Name,
     Age,
     PodReady,
@@ -17,38 +16,86 @@ enum Computed {
     NodeStatus,
     NodeRoles,
     ServicePorts,
-    Path(&'static str),
+    /// A JSONPath; `date` columns show the age of the timestamp found.
+    Path(String),
 }
 
-fn builtin_layout(ty: &ResourceType) -> Option<Vec<(&'static str, Computed, i64)>> {
-    use Computed::*;
-    Some(match (ty.group.as_str(), ty.plural.as_str()) {
-        ("", "pods") => vec![
-            ("Name", Name, 0),
-            ("Ready", PodReady, 0),
-            ("Status", PodStatus, 0),
-            ("Restarts", PodRestarts, 0),
-            ("Age", Age, 0),
-            ("IP", Path(".status.podIP"), 1),
-            ("Node", Path(".spec.nodeName"), 1),
-        ],
-        ("", "nodes") => vec![
-            ("Name", Name, 0),
-            ("Status", NodeStatus, 0),
-            ("Roles", NodeRoles, 0),
-            ("Age", Age, 0),
-            ("Version", Path(".status.nodeInfo.kubeletVersion"), 0),
-        ],
-        ("", "services") => vec![
-            ("Name", Name, 0),
-            ("Type", Path(".spec.type"), 0),
-            ("Cluster-IP", Path(".spec.clusterIP"), 0),
-            ("External-IP", Path(".status.loadBalancer.ingress[0].ip"), 0),
-            ("Port(s)", ServicePorts, 0),
-            ("Age", Age, 0),
-        ],
-        _ => return None,
-    })
+struct ColumnSpec {
+    name: String,
+    type_: String,
+    cell: Cell,
+    priority: i64,
+    description: String,
+}
+
+fn spec(name: &str, cell: Cell, priority: i64) -> ColumnSpec {
+    ColumnSpec {
+        name: name.into(),
+        type_: "string".into(),
+        cell,
+        priority,
+        description: String::new(),
+    }
+}
+
+fn path(p: &str) -> Cell {
+    Cell::Path(p.to_string())
+}
+
+/// The columns of `ty` in `version`: upstream's for the built-in kinds with
+/// computed cells, else NAME, the declared columns, and AGE unless a CRD
+/// declares its own columns (then it gets exactly those, as upstream).
+fn layout(ty: &ResourceType, version: &str) -> Vec<ColumnSpec> {
+    use Cell::*;
+    match (ty.group.as_str(), ty.plural.as_str()) {
+        ("", "pods") => {
+            return vec![
+                spec("Name", Name, 0),
+                spec("Ready", PodReady, 0),
+                spec("Status", PodStatus, 0),
+                spec("Restarts", PodRestarts, 0),
+                spec("Age", Age, 0),
+                spec("IP", path(".status.podIP"), 1),
+                spec("Node", path(".spec.nodeName"), 1),
+            ];
+        }
+        ("", "nodes") => {
+            return vec![
+                spec("Name", Name, 0),
+                spec("Status", NodeStatus, 0),
+                spec("Roles", NodeRoles, 0),
+                spec("Age", Age, 0),
+                spec("Version", path(".status.nodeInfo.kubeletVersion"), 0),
+            ];
+        }
+        ("", "services") => {
+            return vec![
+                spec("Name", Name, 0),
+                spec("Type", path(".spec.type"), 0),
+                spec("Cluster-IP", path(".spec.clusterIP"), 0),
+                spec("External-IP", path(".status.loadBalancer.ingress[0].ip"), 0),
+                spec("Port(s)", ServicePorts, 0),
+                spec("Age", Age, 0),
+            ];
+        }
+        _ => {}
+    }
+    let columns: &[Column] = ty
+        .version(version)
+        .map(|v| v.columns.as_slice())
+        .unwrap_or_default();
+    let mut specs = vec![spec("Name", Name, 0)];
+    specs.extend(columns.iter().map(|c| ColumnSpec {
+        name: c.name.clone(),
+        type_: c.type_.clone(),
+        cell: Cell::Path(c.json_path.clone()),
+        priority: c.priority,
+        description: c.description.clone(),
+    }));
+    if ty.builtin || columns.is_empty() {
+        specs.push(spec("Age", Age, 0));
+    }
+    specs
 }
 
 /// Renders `objects` as a Table of `ty` in `version`.
@@ -59,64 +106,20 @@ pub fn render(
     rv: &str,
     continue_token: Option<String>,
 ) -> Value {
-    let layout: Vec<(String, String, Computed, i64)> = match builtin_layout(ty) {
-        Some(layout) => layout
-            .into_iter()
-            .map(|(n, c, p)| (n.to_string(), "string".to_string(), c, p))
-            .collect(),
-        None => {
-            let columns: &[Column] = ty
-                .version(version)
-                .map(|v| v.columns.as_slice())
-                .unwrap_or_default();
-            let mut layout = vec![("Name".to_string(), "string".to_string(), Computed::Name, 0)];
-            for c in columns {
-                layout.push((
-                    c.name.clone(),
-                    c.type_.clone(),
-                    Computed::Path(""),
-                    c.priority,
-                ));
-            }
-            // Upstream: a CRD that declares columns gets exactly those.
-            if ty.builtin || columns.is_empty() {
-                layout.push(("Age".to_string(), "date".to_string(), Computed::Age, 0));
-            }
-            layout
-        }
-    };
-    let custom_paths: Vec<&str> = if builtin_layout(ty).is_none() {
-        ty.version(version)
-            .map(|v| v.columns.iter().map(|c| c.json_path.as_str()).collect())
-            .unwrap_or_default()
-    } else {
-        Vec::new()
-    };
-    let definitions: Vec<Value> = layout
+    let specs = layout(ty, version);
+    let definitions: Vec<Value> = specs
         .iter()
-        .map(|(name, type_, computed, priority)| {
-            let format = if matches!(computed, Computed::Name) { "name" } else { "" };
-            json!({"name": name, "type": if type_ == "date" { "string" } else { type_.as_str() }, "format": format, "description": "", "priority": priority})
+        .map(|c| {
+            let format = if matches!(c.cell, Cell::Name) { "name" } else { "" };
+            // Date cells are rendered as ages, so they travel as strings.
+            let type_ = if c.type_ == "date" { "string" } else { c.type_.as_str() };
+            json!({"name": c.name, "type": type_, "format": format, "description": c.description, "priority": c.priority})
         })
         .collect();
     let rows: Vec<Value> = objects
         .iter()
         .map(|obj| {
-            let mut custom = custom_paths.iter();
-            let cells: Vec<Value> = layout
-                .iter()
-                .map(|(_, type_, computed, _)| match computed {
-                    Computed::Path("") => {
-                        let value = custom.next().and_then(|p| json_path(obj, p));
-                        match (type_.as_str(), value) {
-                            ("date", Some(Value::String(ts))) => json!(age(&ts)),
-                            (_, Some(v)) => v,
-                            (_, None) => json!("<none>"),
-                        }
-                    }
-                    other => cell(obj, *other),
-                })
-                .collect();
+            let cells: Vec<Value> = specs.iter().map(|c| cell(obj, c)).collect();
             json!({
                 "cells": cells,
                 "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata")},
@@ -137,12 +140,12 @@ fn text(obj: &Value, pointer: &str) -> String {
         .to_string()
 }
 
-fn cell(obj: &Value, computed: Computed) -> Value {
-    match computed {
-        Computed::Name => json!(text(obj, "/metadata/name")),
-        Computed::Age => json!(age(&text(obj, "/metadata/creationTimestamp"))),
-        Computed::Path(path) => json_path(obj, path).unwrap_or_else(|| json!("<none>")),
-        Computed::PodReady => {
+fn cell(obj: &Value, column: &ColumnSpec) -> Value {
+    match &column.cell {
+        Cell::Name => json!(text(obj, "/metadata/name")),
+        Cell::Age => json!(age(&text(obj, "/metadata/creationTimestamp"))),
+        Cell::Path(path) => json_path(obj, path).unwrap_or_else(|| json!("<none>")),
+        Cell::PodReady => {
             let statuses = obj
                 .pointer("/status/containerStatuses")
                 .and_then(Value::as_array);
@@ -157,7 +160,7 @@ fn cell(obj: &Value, computed: Computed) -> Value {
             });
             json!(format!("{ready}/{total}"))
         }
-        Computed::PodRestarts => {
+        Cell::PodRestarts => {
             let restarts: i64 = obj
                 .pointer("/status/containerStatuses")
                 .and_then(Value::as_array)
@@ -168,8 +171,8 @@ fn cell(obj: &Value, computed: Computed) -> Value {
                 });
             json!(restarts)
         }
-        Computed::PodStatus => json!(pod_status(obj)),
-        Computed::NodeStatus => {
+        Cell::PodStatus => json!(pod_status(obj)),
+        Cell::NodeStatus => {
             let ready = obj
                 .pointer("/status/conditions")
                 .and_then(Value::as_array)
@@ -185,7 +188,7 @@ fn cell(obj: &Value, computed: Computed) -> Value {
             }
             json!(status)
         }
-        Computed::NodeRoles => {
+        Cell::NodeRoles => {
             let roles: Vec<&str> = obj
                 .pointer("/metadata/labels")
                 .and_then(Value::as_object)
@@ -201,7 +204,7 @@ fn cell(obj: &Value, computed: Computed) -> Value {
                 roles.join(",")
             })
         }
-        Computed::ServicePorts => {
+        Cell::ServicePorts => {
             let ports: Vec<String> = obj
                 .pointer("/spec/ports")
                 .and_then(Value::as_array)

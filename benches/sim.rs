@@ -1,0 +1,164 @@
+//! Simulated API server throughput and memory, measured through kube-rs over
+//! loopback HTTP (release build): `cargo bench --bench sim`.
+//!
+//! 1. Pod creates per second from 8 concurrent clients while 2 watches stream
+//!    every event.
+//! 2. Resident memory of the process once 100,000 typical pods are stored.
+//!
+//! `SIM_BENCH_PODS` overrides the pod count of part 2.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::watcher;
+use serde_json::json;
+use tfjob_federator::sim::{self, SimOptions};
+
+const CLIENTS: usize = 8;
+const WATCHES: usize = 2;
+const THROUGHPUT_PODS: usize = 24_000;
+
+/// A pod shaped like the ones the controller creates: labels, annotations,
+/// one container with env, resources and a port.
+fn typical_pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "app.kubernetes.io/managed-by": "tfjob-federator",
+                "federation.tfjob.io/job-name": "mnist",
+                "federation.tfjob.io/job-uid": "6f1c1f0e-2b7e-4d7e-9a39-0f0f6f4f2a11",
+                "federation.tfjob.io/replica-type": "worker",
+                "federation.tfjob.io/replica-index": "3",
+                "federation.tfjob.io/placement-epoch": "0",
+            },
+            "annotations": {"sim.federation.tfjob.io/run-seconds": "30"},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "tensorflow",
+                "image": "tensorflow/tensorflow:2.15.0-gpu",
+                "command": ["python", "/app/train.py", "--epochs=10"],
+                "env": [{"name": "TF_CONFIG", "value": "{\"cluster\":{\"worker\":[\"mnist-worker-0.default.svc:2222\",\"mnist-worker-1.default.svc:2222\"]},\"task\":{\"type\":\"worker\",\"index\":3},\"environment\":\"cloud\"}"}],
+                "ports": [{"name": "tfjob-port", "containerPort": 2222}],
+                "resources": {"requests": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}},
+            }],
+        },
+    }))
+    .expect("the typical pod is a valid Pod")
+}
+
+async fn client(kubeconfig: &str) -> kube::Client {
+    let kc = Kubeconfig::from_yaml(kubeconfig).expect("kubeconfig parses");
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("kubeconfig is usable");
+    kube::Client::try_from(config).expect("client builds")
+}
+
+/// Creates `total` pods named `<prefix>-<n>` from `CLIENTS` clients; returns the elapsed time.
+async fn create_pods(kubeconfig: &str, prefix: &str, total: usize) -> Duration {
+    let next = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let api: Api<Pod> = Api::namespaced(client(kubeconfig).await, "default");
+        let next = next.clone();
+        let prefix = prefix.to_string();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let n = next.fetch_add(1, Ordering::Relaxed) as usize;
+                if n >= total {
+                    break;
+                }
+                api.create(
+                    &PostParams::default(),
+                    &typical_pod(&format!("{prefix}-{n}")),
+                )
+                .await
+                .expect("create succeeds");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("client task");
+    }
+    started.elapsed()
+}
+
+fn resident_memory_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+#[tokio::main]
+async fn main() {
+    let pods: usize = std::env::var("SIM_BENCH_PODS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let cluster = sim::start_cluster("bench", &SimOptions::default())
+        .await
+        .expect("cluster starts");
+    let kubeconfig = cluster.kubeconfig();
+
+    let seen = Arc::new(AtomicU64::new(0));
+    for _ in 0..WATCHES {
+        let api: Api<Pod> = Api::namespaced(client(&kubeconfig).await, "default");
+        let seen = seen.clone();
+        tokio::spawn(async move {
+            let mut events = watcher(api, watcher::Config::default()).boxed();
+            while let Some(event) = events.next().await {
+                if let Ok(watcher::Event::Apply(_)) = event {
+                    seen.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let elapsed = create_pods(&kubeconfig, "throughput", THROUGHPUT_PODS).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.load(Ordering::Relaxed) < (THROUGHPUT_PODS * WATCHES) as u64
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let delivered = seen.load(Ordering::Relaxed);
+    println!(
+        "creates: {THROUGHPUT_PODS} pods from {CLIENTS} clients with {WATCHES} watches in {:.2}s = {:.0} creates/s; watch events delivered {delivered}/{}",
+        elapsed.as_secs_f64(),
+        THROUGHPUT_PODS as f64 / elapsed.as_secs_f64(),
+        THROUGHPUT_PODS * WATCHES
+    );
+    assert_eq!(
+        delivered,
+        (THROUGHPUT_PODS * WATCHES) as u64,
+        "every create reaches both watches"
+    );
+
+    let remaining = pods.saturating_sub(THROUGHPUT_PODS);
+    create_pods(&kubeconfig, "memory", remaining).await;
+    let api: Api<Pod> = Api::namespaced(client(&kubeconfig).await, "default");
+    let page = api
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+        .expect("list succeeds");
+    let stored = page.items.len() as i64 + page.metadata.remaining_item_count.unwrap_or(0);
+    println!(
+        "memory: {stored} pods stored, resident set {:.0} MiB (whole process: server, clients, watches)",
+        resident_memory_bytes() as f64 / (1024.0 * 1024.0)
+    );
+    cluster.stop().await;
+}

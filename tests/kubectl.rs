@@ -1,0 +1,1009 @@
+//! The real kubectl (v1.32, default settings: server-side field validation
+//! from the OpenAPI documents, discovery cache in a private dir) against a
+//! simulated cluster. Each test starts its own cluster in-process.
+
+#[path = "common/kubectl.rs"]
+mod kubectl_support;
+
+use std::time::Duration;
+
+use kubectl_support::Kubectl;
+use serde_json::{Value, json};
+
+const POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels:
+    app: web
+spec:
+  containers:
+  - name: nginx
+    image: nginx:1.25
+"#;
+
+const CONFIGMAP: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+data:
+  color: blue
+"#;
+
+const WIDGET_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names:
+    plural: widgets
+    singular: widget
+    kind: Widget
+    listKind: WidgetList
+    shortNames: [wg, wdg]
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+    additionalPrinterColumns:
+    - name: Size
+      type: integer
+      jsonPath: .spec.size
+    - name: Color
+      type: string
+      jsonPath: .spec.color
+    - name: Phase
+      type: string
+      jsonPath: .status.phase
+    - name: Owner
+      type: string
+      jsonPath: .spec.owner
+      priority: 1
+    - name: Age
+      type: date
+      jsonPath: .metadata.creationTimestamp
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+              color: {type: string}
+              owner: {type: string}
+          status:
+            type: object
+            properties:
+              phase: {type: string}
+              conditions:
+                type: array
+                items:
+                  type: object
+                  properties:
+                    type: {type: string}
+                    status: {type: string}
+                    reason: {type: string}
+"#;
+
+fn widget(name: &str, size: i64, color: &str) -> String {
+    format!(
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: {name}\nspec:\n  size: {size}\n  color: {color}\n"
+    )
+}
+
+/// Applies the Widget CRD and checks that kubectl reports it created.
+fn install_widgets(k: &Kubectl) {
+    let crd = k.write("widget-crd.yaml", WIDGET_CRD);
+    k.ok(&["apply", "-f", &crd])
+        .stdout_has("customresourcedefinition.apiextensions.k8s.io/widgets.example.com created");
+}
+
+fn names(list: &Value) -> Vec<String> {
+    let mut names: Vec<String> = list["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"))
+        .iter()
+        .map(|i| {
+            i["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn create_reports_already_exists_on_second_create() {
+    let k = Kubectl::start("create");
+    let pod = k.write("pod.yaml", POD);
+    let cm = k.write("cm.yaml", CONFIGMAP);
+
+    k.ok(&["create", "-f", &pod]).stdout_has("pod/web created");
+    k.ok(&["create", "-f", &cm])
+        .stdout_has("configmap/settings created");
+
+    let got = k.json(&["get", "pod", "web"]);
+    assert_eq!(got["kind"], "Pod");
+    assert_eq!(got["metadata"]["namespace"], "default");
+    assert_eq!(got["metadata"]["labels"], json!({"app": "web"}));
+    assert_eq!(got["spec"]["containers"][0]["image"], "nginx:1.25");
+    assert!(
+        got["metadata"]["uid"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty())
+    );
+    assert!(
+        got["metadata"]["resourceVersion"]
+            .as_str()
+            .is_some_and(|rv| !rv.is_empty())
+    );
+    let got = k.json(&["get", "configmap", "settings"]);
+    assert_eq!(got["data"], json!({"color": "blue"}));
+
+    k.fails(&["create", "-f", &cm])
+        .stderr_has("Error from server (AlreadyExists)")
+        .stderr_has(r#"configmaps "settings" already exists"#);
+    k.fails(&["create", "-f", &pod])
+        .stderr_has("Error from server (AlreadyExists)")
+        .stderr_has(r#"pods "web" already exists"#);
+    // The failed creates changed nothing.
+    let got = k.json(&["get", "configmap", "settings"]);
+    assert_eq!(got["data"], json!({"color": "blue"}));
+}
+
+#[test]
+fn client_side_apply_of_builtin_kinds_uses_three_way_strategic_merge() {
+    let k = Kubectl::start("csa-builtin");
+    let v1 = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: app
+  labels:
+    app: web
+    tier: front
+spec:
+  containers:
+  - name: main
+    image: nginx:1.25
+  - name: sidecar
+    image: busybox:1.36
+"#;
+    let path = k.write("pod.yaml", v1);
+    k.ok(&["apply", "-f", &path]).stdout_has("pod/app created");
+    let pod = k.json(&["get", "pod", "app"]);
+    let last_applied =
+        pod["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no last-applied annotation: {pod}"));
+    let last_applied: Value = serde_json::from_str(last_applied).expect("annotation is JSON");
+    assert_eq!(
+        last_applied["metadata"]["labels"],
+        json!({"app": "web", "tier": "front"})
+    );
+
+    k.ok(&["apply", "-f", &path])
+        .stdout_has("pod/app unchanged");
+
+    // A label set outside the manifest is not the manifest's to remove.
+    k.ok(&["label", "pod", "app", "owner=ops"])
+        .stdout_has("pod/app labeled");
+
+    // New image for one container, `tier` dropped from the manifest, `track` added.
+    let v2 = v1
+        .replace("nginx:1.25", "nginx:1.26")
+        .replace("    tier: front\n", "    track: stable\n");
+    let path = k.write("pod.yaml", &v2);
+    k.ok(&["apply", "-f", &path])
+        .stdout_has("pod/app configured");
+    let pod = k.json(&["get", "pod", "app"]);
+    assert_eq!(
+        pod["metadata"]["labels"],
+        json!({"app": "web", "track": "stable", "owner": "ops"})
+    );
+    let containers: Vec<(String, String)> = pod["spec"]["containers"]
+        .as_array()
+        .expect("containers")
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or_default().into(),
+                c["image"].as_str().unwrap_or_default().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        containers,
+        vec![
+            ("main".to_string(), "nginx:1.26".to_string()),
+            ("sidecar".to_string(), "busybox:1.36".to_string())
+        ],
+        "the strategic merge patch merges containers by name: {pod}"
+    );
+    // Server-side defaults of the untouched container survive the patch.
+    assert_eq!(
+        pod["spec"]["containers"][1]["imagePullPolicy"],
+        "IfNotPresent"
+    );
+    let spec_keys: Vec<&String> = pod["spec"].as_object().expect("spec").keys().collect();
+    assert!(
+        spec_keys.iter().all(|k| !k.starts_with('$')),
+        "patch directives leaked into the object: {spec_keys:?}"
+    );
+    k.ok(&["apply", "-f", &path])
+        .stdout_has("pod/app unchanged");
+
+    // ConfigMap: a key removed from the manifest is removed from the object.
+    let cm_v1 = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\n  labels:\n    a: \"1\"\n    b: \"2\"\ndata:\n  keep: \"yes\"\n  drop: \"me\"\n";
+    let cm = k.write("cm.yaml", cm_v1);
+    k.ok(&["apply", "-f", &cm])
+        .stdout_has("configmap/conf created");
+    k.ok(&["apply", "-f", &cm])
+        .stdout_has("configmap/conf unchanged");
+    let cm_v2 = cm_v1
+        .replace("  drop: \"me\"\n", "  added: \"new\"\n")
+        .replace("    b: \"2\"\n", "");
+    let cm = k.write("cm.yaml", &cm_v2);
+    k.ok(&["apply", "-f", &cm])
+        .stdout_has("configmap/conf configured");
+    let got = k.json(&["get", "configmap", "conf"]);
+    assert_eq!(got["data"], json!({"keep": "yes", "added": "new"}));
+    assert_eq!(got["metadata"]["labels"], json!({"a": "1"}));
+}
+
+#[test]
+fn client_side_apply_of_custom_resources_uses_json_merge_patch() {
+    let k = Kubectl::start("csa-custom");
+    install_widgets(&k);
+    let v1 = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\n  labels:\n    app: widgets\n    stage: beta\nspec:\n  size: 3\n  color: red\n  owner: team-a\n";
+    let path = k.write("w1.yaml", v1);
+    k.ok(&["apply", "-f", &path])
+        .stdout_has("widget.example.com/w1 created");
+    k.ok(&["apply", "-f", &path])
+        .stdout_has("widget.example.com/w1 unchanged");
+    let before = k.json(&["get", "widget", "w1"]);
+    assert_eq!(before["metadata"]["generation"], 1);
+
+    let v2 = v1
+        .replace("size: 3", "size: 5")
+        .replace("    stage: beta\n", "")
+        .replace("  owner: team-a\n", "");
+    let path = k.write("w1.yaml", &v2);
+    let run = k.run(&["apply", "-f", &path, "-v=6"]).success();
+    assert!(
+        run.stdout.contains("widget.example.com/w1 configured"),
+        "{run}"
+    );
+    assert!(
+        run.stderr.contains("PATCH")
+            && run
+                .stderr
+                .contains("/apis/example.com/v1/namespaces/default/widgets/w1"),
+        "kubectl patches the custom object: {run}"
+    );
+    let got = k.json(&["get", "widget", "w1"]);
+    assert_eq!(got["metadata"]["labels"], json!({"app": "widgets"}));
+    assert_eq!(got["spec"], json!({"size": 5, "color": "red"}));
+    assert_eq!(
+        got["metadata"]["generation"], 2,
+        "a spec change bumps generation"
+    );
+    k.ok(&["apply", "-f", &path])
+        .stdout_has("widget.example.com/w1 unchanged");
+
+    // The default strategic patch type is refused for custom resources.
+    k.fails(&["patch", "widget", "w1", "-p", r#"{"spec":{"size":9}}"#])
+        .stderr_has(
+            "error: application/strategic-merge-patch+json is not supported by example.com/v1, Kind=Widget: the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        );
+    assert_eq!(k.json(&["get", "widget", "w1"])["spec"]["size"], 5);
+}
+
+#[test]
+fn server_side_apply_creates_updates_and_reports_conflicts() {
+    let k = Kubectl::start("ssa");
+    let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\ndata:\n  a: \"1\"\n  b: \"2\"\n  c: \"3\"\n";
+    let path = k.write("shared.yaml", manifest);
+    k.ok(&["apply", "--server-side", "-f", &path])
+        .stdout_has("configmap/shared serverside-applied");
+    let got = k.json(&["get", "configmap", "shared", "--show-managed-fields"]);
+    assert_eq!(got["data"], json!({"a": "1", "b": "2", "c": "3"}));
+    let managers = got["metadata"]["managedFields"]
+        .as_array()
+        .expect("managedFields");
+    assert_eq!(managers.len(), 1, "{managers:?}");
+    assert_eq!(managers[0]["manager"], "kubectl");
+    assert_eq!(managers[0]["operation"], "Apply");
+    assert!(
+        got["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .is_null(),
+        "server-side apply leaves no last-applied annotation: {got}"
+    );
+
+    // Change a, drop c: the applier owned c alone, so it goes away.
+    let path = k.write(
+        "shared.yaml",
+        &manifest
+            .replace("a: \"1\"", "a: \"10\"")
+            .replace("  c: \"3\"\n", ""),
+    );
+    k.ok(&["apply", "--server-side", "-f", &path])
+        .stdout_has("configmap/shared serverside-applied");
+    let got = k.json(&["get", "configmap", "shared"]);
+    assert_eq!(got["data"], json!({"a": "10", "b": "2"}));
+
+    // Another manager wants a different value for a.
+    let other = k.write(
+        "other.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\ndata:\n  a: \"99\"\n",
+    );
+    k.fails(&[
+        "apply",
+        "--server-side",
+        "--field-manager",
+        "other",
+        "-f",
+        &other,
+    ])
+    .stderr_has("Apply failed with 1 conflict")
+    .stderr_has(r#"conflict with "kubectl""#)
+    .stderr_has(".data.a")
+    .stderr_has("--force-conflicts");
+    assert_eq!(k.json(&["get", "configmap", "shared"])["data"]["a"], "10");
+
+    k.ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager",
+        "other",
+        "--force-conflicts",
+        "-f",
+        &other,
+    ])
+    .stdout_has("configmap/shared serverside-applied");
+    let got = k.json(&["get", "configmap", "shared", "--show-managed-fields"]);
+    assert_eq!(got["data"], json!({"a": "99", "b": "2"}));
+    let owned = |manager: &str| -> Value {
+        got["metadata"]["managedFields"]
+            .as_array()
+            .expect("managedFields")
+            .iter()
+            .find(|m| m["manager"] == manager)
+            .map(|m| m["fieldsV1"].clone())
+            .unwrap_or_else(|| panic!("no entry for {manager}: {got}"))
+    };
+    assert_eq!(owned("other"), json!({"f:data": {"f:a": {}}}));
+    assert_eq!(owned("kubectl"), json!({"f:data": {"f:b": {}}}));
+
+    // Server-side apply of a custom resource: create, then update.
+    install_widgets(&k);
+    let w = k.write("w.yaml", &widget("ssa-w", 1, "green"));
+    k.ok(&["apply", "--server-side", "-f", &w])
+        .stdout_has("widget.example.com/ssa-w serverside-applied");
+    let w = k.write("w.yaml", &widget("ssa-w", 2, "green"));
+    k.ok(&["apply", "--server-side", "-f", &w])
+        .stdout_has("widget.example.com/ssa-w serverside-applied");
+    let got = k.json(&["get", "widget", "ssa-w"]);
+    assert_eq!(got["spec"], json!({"size": 2, "color": "green"}));
+    let w_other = k.write("w-other.yaml", &widget("ssa-w", 7, "green"));
+    k.fails(&[
+        "apply",
+        "--server-side",
+        "--field-manager",
+        "other",
+        "-f",
+        &w_other,
+    ])
+    .stderr_has(r#"conflict with "kubectl""#)
+    .stderr_has(".spec.size");
+}
+
+#[test]
+fn get_lists_with_selectors_and_prints_tables() {
+    let k = Kubectl::start("get");
+    let manifests = [
+        ("alpha", "app: a\n    tier: web"),
+        ("beta", "app: a\n    tier: db"),
+        ("gamma", "app: b\n    tier: web"),
+        ("delta", "other: x"),
+    ]
+    .iter()
+    .map(|(name, labels)| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  labels:\n    {labels}\ndata:\n  name: {name}\n")
+    })
+    .collect::<Vec<_>>()
+    .join("---\n");
+    let path = k.write("cms.yaml", &manifests);
+    let created = k.ok(&["create", "-f", &path]);
+    for name in ["alpha", "beta", "gamma", "delta"] {
+        assert!(
+            created
+                .stdout
+                .contains(&format!("configmap/{name} created")),
+            "{created}"
+        );
+    }
+
+    let list = k.json(&["get", "configmaps", "-l", "app=a"]);
+    assert_eq!(list["kind"], "List");
+    assert_eq!(names(&list), ["alpha", "beta"]);
+    assert_eq!(list["items"][0]["kind"], "ConfigMap");
+    assert_eq!(list["items"][0]["apiVersion"], "v1");
+    assert_eq!(
+        names(&k.json(&["get", "cm", "-l", "app in (a,b),tier!=db"])),
+        ["alpha", "gamma"]
+    );
+    assert_eq!(names(&k.json(&["get", "cm", "-l", "!app"])), ["delta"]);
+    assert_eq!(
+        names(&k.json(&["get", "cm", "-l", "tier"])),
+        ["alpha", "beta", "gamma"]
+    );
+    assert_eq!(
+        names(&k.json(&[
+            "get",
+            "cm",
+            "-l",
+            "app=a",
+            "--field-selector",
+            "metadata.name!=alpha"
+        ])),
+        ["beta"]
+    );
+    assert!(names(&k.json(&["get", "cm", "-l", "app=nope"])).is_empty());
+    let list = k.json(&["get", "cm", "-A", "-l", "app=b"]);
+    assert_eq!(names(&list), ["gamma"]);
+    assert_eq!(list["items"][0]["metadata"]["namespace"], "default");
+    k.ok(&["get", "cm", "-l", "app=a", "-o", "name"])
+        .stdout_has("configmap/alpha\nconfigmap/beta\n");
+    // A malformed selector is refused (client- or server-side).
+    k.fails(&["get", "cm", "-l", "app in (a"]);
+
+    let pod = k.write("pod.yaml", POD);
+    k.ok(&["create", "-f", &pod]);
+    let table = k.ok(&["get", "pods"]).table();
+    assert_eq!(
+        table[0],
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        "{table:?}"
+    );
+    assert_eq!(table.len(), 2, "{table:?}");
+    assert_eq!(table[1][..4], ["web", "0/1", "Pending", "0"], "{table:?}");
+    assert!(
+        table[1][4].ends_with('s'),
+        "a fresh pod's age is in seconds: {table:?}"
+    );
+    let wide = k.ok(&["get", "pods", "-o", "wide"]).table();
+    assert_eq!(
+        wide[0][..7],
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
+    );
+    let table = k.ok(&["get", "pods", "-l", "app=other"]);
+    assert!(
+        table.stdout.is_empty()
+            && table
+                .stderr
+                .contains("No resources found in default namespace."),
+        "{table}"
+    );
+    let table = k.ok(&["get", "namespaces"]).table();
+    assert_eq!(table[0], ["NAME", "STATUS", "AGE"]);
+    let namespaces: Vec<&str> = table[1..].iter().map(|r| r[0].as_str()).collect();
+    assert!(
+        namespaces.contains(&"default") && namespaces.contains(&"kube-system"),
+        "{table:?}"
+    );
+    k.fails(&["get", "pod", "missing"])
+        .stderr_has(r#"Error from server (NotFound): pods "missing" not found"#);
+}
+
+#[test]
+fn get_watch_sees_concurrent_changes() {
+    let k = Kubectl::start("watch");
+    let sentinel = k.write(
+        "sentinel.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: sentinel\n  labels:\n    app: watched\n",
+    );
+    k.ok(&["create", "-f", &sentinel]);
+    let mut watch = k.spawn(&[
+        "get",
+        "configmaps",
+        "-l",
+        "app=watched",
+        "--watch",
+        "--output-watch-events",
+        "-o",
+        "json",
+    ]);
+    // The initial list arrives as ADDED events; changes after it are watched.
+    watch.wait_for_documents("the initial ADDED event", |docs| {
+        docs.iter()
+            .any(|d| d["type"] == "ADDED" && d["object"]["metadata"]["name"] == "sentinel")
+    });
+
+    let noise = k.write(
+        "noise.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: noise\n",
+    );
+    k.ok(&["create", "-f", &noise]);
+    let item = k.write(
+        "item.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: item\n  labels:\n    app: watched\ndata:\n  step: \"1\"\n",
+    );
+    k.ok(&["create", "-f", &item]);
+    k.ok(&[
+        "patch",
+        "configmap",
+        "item",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"step":"2"}}"#,
+    ]);
+    k.ok(&["delete", "configmap", "item"]);
+
+    let docs = watch.wait_for_documents("ADDED, MODIFIED and DELETED for item", |docs| {
+        docs.iter().any(|d| d["type"] == "DELETED")
+    });
+    watch.assert_running();
+    drop(watch);
+
+    let events: Vec<(String, String, Value)> = docs
+        .iter()
+        .map(|d| {
+            (
+                d["type"].as_str().unwrap_or_default().to_string(),
+                d["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                d["object"]["data"]["step"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            ("ADDED".into(), "sentinel".into(), Value::Null),
+            ("ADDED".into(), "item".into(), json!("1")),
+            ("MODIFIED".into(), "item".into(), json!("2")),
+            ("DELETED".into(), "item".into(), json!("2")),
+        ],
+        "the unlabeled configmap is filtered out and the events come in order"
+    );
+    for doc in &docs {
+        assert_eq!(doc["object"]["kind"], "ConfigMap", "{doc}");
+        assert!(
+            doc["object"]["metadata"]["resourceVersion"]
+                .as_str()
+                .is_some(),
+            "{doc}"
+        );
+    }
+}
+
+#[test]
+fn patch_merge_json_and_failed_json_test_op() {
+    let k = Kubectl::start("patch");
+    let cm = k.write(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: p\ndata:\n  a: \"1\"\n  b: \"2\"\n",
+    );
+    k.ok(&["create", "-f", &cm]);
+
+    k.ok(&[
+        "patch",
+        "configmap",
+        "p",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"a":null,"c":"3"},"metadata":{"labels":{"x":"y"}}}"#,
+    ])
+    .stdout_has("configmap/p patched");
+    let got = k.json(&["get", "configmap", "p"]);
+    assert_eq!(got["data"], json!({"b": "2", "c": "3"}));
+    assert_eq!(got["metadata"]["labels"], json!({"x": "y"}));
+
+    k.ok(&[
+        "patch",
+        "configmap",
+        "p",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"test","path":"/data/b","value":"2"},{"op":"replace","path":"/data/b","value":"20"},{"op":"add","path":"/data/d","value":"4"},{"op":"remove","path":"/data/c"}]"#,
+    ])
+    .stdout_has("configmap/p patched");
+    let got = k.json(&["get", "configmap", "p"]);
+    assert_eq!(got["data"], json!({"b": "20", "d": "4"}));
+    let rv = got["metadata"]["resourceVersion"].clone();
+
+    // A failing `test` op rejects the whole patch.
+    k.fails(&[
+        "patch",
+        "configmap",
+        "p",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/data/e","value":"5"},{"op":"test","path":"/data/b","value":"wrong"}]"#,
+    ])
+    .stderr_has(
+        "The request is invalid: the server rejected our request due to an error in our request",
+    );
+    let got = k.json(&["get", "configmap", "p"]);
+    assert_eq!(got["data"], json!({"b": "20", "d": "4"}));
+    assert_eq!(
+        got["metadata"]["resourceVersion"], rv,
+        "a rejected patch writes nothing"
+    );
+    // Removing a missing path fails as well.
+    k.fails(&[
+        "patch",
+        "configmap",
+        "p",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"remove","path":"/data/nope"}]"#,
+    ])
+    .stderr_has("The request is invalid");
+    // A patch that changes nothing succeeds without a new resourceVersion.
+    k.ok(&[
+        "patch",
+        "configmap",
+        "p",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"b":"20"}}"#,
+    ])
+    .stdout_has("configmap/p patched (no change)");
+    assert_eq!(
+        k.json(&["get", "configmap", "p"])["metadata"]["resourceVersion"],
+        rv
+    );
+    k.fails(&[
+        "patch",
+        "configmap",
+        "absent",
+        "--type",
+        "merge",
+        "-p",
+        "{}",
+    ])
+    .stderr_has(r#"configmaps "absent" not found"#);
+}
+
+#[test]
+fn patch_status_subresource_leaves_spec_and_generation() {
+    let k = Kubectl::start("status");
+    install_widgets(&k);
+    let w = k.write("w.yaml", &widget("w1", 3, "red"));
+    k.ok(&["apply", "-f", &w]);
+    let before = k.json(&["get", "widget", "w1"]);
+    assert_eq!(before["metadata"]["generation"], 1);
+
+    k.ok(&[
+        "patch",
+        "widget",
+        "w1",
+        "--subresource=status",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"status":{"phase":"Running"},"spec":{"size":100}}"#,
+    ])
+    .stdout_has("widget.example.com/w1 patched");
+    let got = k.json(&["get", "widget", "w1"]);
+    assert_eq!(got["status"], json!({"phase": "Running"}));
+    assert_eq!(
+        got["spec"],
+        json!({"size": 3, "color": "red"}),
+        "status writes ignore spec"
+    );
+    assert_eq!(
+        got["metadata"]["generation"], 1,
+        "status writes keep generation"
+    );
+    assert_ne!(
+        got["metadata"]["resourceVersion"],
+        before["metadata"]["resourceVersion"]
+    );
+    let status = k.json(&["get", "widget", "w1", "--subresource=status"]);
+    assert_eq!(status["status"]["phase"], "Running");
+
+    // Writes to the main resource ignore status and bump generation on spec changes.
+    k.ok(&[
+        "patch",
+        "widget",
+        "w1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"status":{"phase":"Hacked"},"spec":{"size":4}}"#,
+    ]);
+    let got = k.json(&["get", "widget", "w1"]);
+    assert_eq!(got["status"]["phase"], "Running");
+    assert_eq!(got["spec"]["size"], 4);
+    assert_eq!(got["metadata"]["generation"], 2);
+
+    let table = k.ok(&["get", "wg"]).table();
+    assert_eq!(table[0], ["NAME", "SIZE", "COLOR", "PHASE", "AGE"]);
+    assert_eq!(table[1][..4], ["w1", "4", "red", "Running"]);
+
+    // A resource without the status subresource has no /status.
+    let cm = k.write("cm.yaml", CONFIGMAP);
+    k.ok(&["create", "-f", &cm]);
+    k.fails(&[
+        "patch",
+        "configmap",
+        "settings",
+        "--subresource=status",
+        "--type",
+        "merge",
+        "-p",
+        "{}",
+    ]);
+}
+
+#[test]
+fn wait_returns_when_a_condition_appears_or_the_object_is_deleted() {
+    let k = Kubectl::start("wait");
+    install_widgets(&k);
+    let w = k.write("w.yaml", &widget("w1", 1, "blue"));
+    k.ok(&["apply", "-f", &w]);
+
+    let mut waiting = k.spawn(&[
+        "wait",
+        "--for=condition=Ready=true",
+        "widget/w1",
+        "--timeout=30s",
+    ]);
+    std::thread::sleep(Duration::from_millis(1500));
+    waiting.assert_running();
+    // Another condition does not satisfy the wait.
+    k.ok(&[
+        "patch",
+        "widget",
+        "w1",
+        "--subresource=status",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Starting"}]}}"#,
+    ]);
+    std::thread::sleep(Duration::from_millis(700));
+    waiting.assert_running();
+    k.ok(&[
+        "patch",
+        "widget",
+        "w1",
+        "--subresource=status",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Done"}]}}"#,
+    ]);
+    waiting
+        .finish()
+        .success()
+        .stdout_has("widget.example.com/w1 condition met");
+
+    // Already satisfied: returns at once. Never satisfied: times out.
+    k.ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "widget/w1",
+        "--timeout=10s",
+    ])
+    .stdout_has("widget.example.com/w1 condition met");
+    k.fails(&[
+        "wait",
+        "--for=condition=Missing",
+        "widget/w1",
+        "--timeout=1s",
+    ])
+    .stderr_has("timed out waiting for the condition");
+
+    // A pod's Ready condition set through its status subresource.
+    let pod = k.write("pod.yaml", POD);
+    k.ok(&["create", "-f", &pod]);
+    let mut waiting = k.spawn(&["wait", "--for=condition=Ready", "pod/web", "--timeout=30s"]);
+    std::thread::sleep(Duration::from_millis(1000));
+    waiting.assert_running();
+    k.ok(&[
+        "patch",
+        "pod",
+        "web",
+        "--subresource=status",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"status":{"conditions":[{"type":"Ready","status":"True"}]}}"#,
+    ]);
+    waiting
+        .finish()
+        .success()
+        .stdout_has("pod/web condition met");
+
+    // --for=delete
+    let mut waiting = k.spawn(&["wait", "--for=delete", "widget/w1", "--timeout=30s"]);
+    std::thread::sleep(Duration::from_millis(1000));
+    waiting.assert_running();
+    k.ok(&["delete", "widget", "w1"])
+        .stdout_has(r#"widget.example.com "w1" deleted"#);
+    waiting
+        .finish()
+        .success()
+        .stdout_has("widget.example.com/w1 condition met");
+}
+
+#[test]
+fn delete_removes_objects() {
+    let k = Kubectl::start("delete");
+    let pod = k.write("pod.yaml", POD);
+    let cm = k.write("cm.yaml", CONFIGMAP);
+    k.ok(&["create", "-f", &pod]);
+    k.ok(&["create", "-f", &cm]);
+
+    k.ok(&["delete", "pod", "web"])
+        .stdout_has(r#"pod "web" deleted"#);
+    k.fails(&["get", "pod", "web"])
+        .stderr_has(r#"Error from server (NotFound): pods "web" not found"#);
+    k.fails(&["delete", "pod", "web"])
+        .stderr_has(r#"Error from server (NotFound): pods "web" not found"#);
+    k.ok(&["delete", "pod", "web", "--ignore-not-found"]);
+
+    k.ok(&["delete", "-f", &cm])
+        .stdout_has(r#"configmap "settings" deleted"#);
+    k.fails(&["get", "configmap", "settings"])
+        .stderr_has("not found");
+    assert!(
+        k.json(&["get", "configmaps"])["items"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+    );
+
+    // Delete by label selector removes exactly the selected objects.
+    let many = (1..=3)
+        .map(|i| {
+            let group = if i == 3 { "keep" } else { "drop" };
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm{i}\n  labels:\n    group: {group}\n")
+        })
+        .collect::<Vec<_>>()
+        .join("---\n");
+    let many = k.write("many.yaml", &many);
+    k.ok(&["create", "-f", &many]);
+    let run = k.ok(&["delete", "configmaps", "-l", "group=drop"]);
+    assert!(
+        run.stdout.contains(r#"configmap "cm1" deleted"#)
+            && run.stdout.contains(r#"configmap "cm2" deleted"#)
+            && !run.stdout.contains("cm3"),
+        "{run}"
+    );
+    assert_eq!(names(&k.json(&["get", "configmaps"])), ["cm3"]);
+
+    // A custom object, too.
+    install_widgets(&k);
+    let w = k.write("w.yaml", &widget("gone", 1, "red"));
+    k.ok(&["apply", "-f", &w]);
+    k.ok(&["delete", "wg", "gone"])
+        .stdout_has(r#"widget.example.com "gone" deleted"#);
+    k.fails(&["get", "wg", "gone"])
+        .stderr_has(r#"Error from server (NotFound): widgets.example.com "gone" not found"#);
+}
+
+#[test]
+fn crd_shows_in_discovery_with_printer_columns_and_strict_validation() {
+    let k = Kubectl::start("crd");
+    k.fails(&["get", "wg"])
+        .stderr_has(r#"the server doesn't have a resource type "wg""#);
+    let before = k.ok(&["api-resources"]);
+    assert!(!before.stdout.contains("example.com"), "{before}");
+
+    install_widgets(&k);
+    let resources = k.ok(&["api-resources"]).table();
+    assert_eq!(
+        resources[0],
+        ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"]
+    );
+    let row = resources
+        .iter()
+        .find(|r| r[0] == "widgets")
+        .unwrap_or_else(|| panic!("widgets missing from api-resources: {resources:?}"));
+    assert_eq!(row[1..], ["wg,wdg", "example.com/v1", "true", "Widget"]);
+    assert!(
+        resources.iter().any(|r| r[0] == "customresourcedefinitions"
+            && r[1] == "crd,crds"
+            && r[2] == "apiextensions.k8s.io/v1"),
+        "{resources:?}"
+    );
+    k.ok(&["api-resources", "--api-group=example.com", "-o", "name"])
+        .stdout_has("widgets.example.com\n");
+    let wide = k
+        .ok(&["api-resources", "--api-group=example.com", "-o", "wide"])
+        .table();
+    assert_eq!(wide[0][5], "VERBS");
+    assert!(
+        wide[1][5].contains("watch") && wide[1][5].contains("patch"),
+        "{wide:?}"
+    );
+
+    let w1 = k.write("w1.yaml", &widget("w1", 3, "red"));
+    k.ok(&["apply", "-f", &w1])
+        .stdout_has("widget.example.com/w1 created");
+    let w2 = k.write(
+        "w2.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w2\nspec:\n  size: 12\n  owner: team-b\n",
+    );
+    k.ok(&["create", "-f", &w2])
+        .stdout_has("widget.example.com/w2 created");
+
+    for resource in ["wg", "wdg", "widgets", "widget", "widgets.example.com"] {
+        let table = k.ok(&["get", resource]).table();
+        assert_eq!(
+            table[0],
+            ["NAME", "SIZE", "COLOR", "PHASE", "AGE"],
+            "{resource}: {table:?}"
+        );
+        assert_eq!(
+            table[1][..4],
+            ["w1", "3", "red", "<none>"],
+            "{resource}: {table:?}"
+        );
+        assert_eq!(
+            table[2][..4],
+            ["w2", "12", "<none>", "<none>"],
+            "{resource}: {table:?}"
+        );
+    }
+    let wide = k.ok(&["get", "wg", "-o", "wide"]).table();
+    assert_eq!(wide[0], ["NAME", "SIZE", "COLOR", "PHASE", "OWNER", "AGE"]);
+    assert_eq!(wide[2][..5], ["w2", "12", "<none>", "<none>", "team-b"]);
+    let list = k.json(&["get", "wg"]);
+    assert_eq!(names(&list), ["w1", "w2"]);
+    assert_eq!(list["items"][0]["apiVersion"], "example.com/v1");
+    assert_eq!(list["items"][0]["kind"], "Widget");
+
+    // Unknown fields: kubectl asks for strict server-side validation.
+    let bad = k.write(
+        "bad.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: bad\nspec:\n  size: 1\n  bogus: true\n",
+    );
+    let run = k.run(&["apply", "-f", &bad, "-v=6"]).failure();
+    assert!(run.stderr.contains("fieldValidation=Strict"), "{run}");
+    let run = k.fails(&["apply", "-f", &bad]);
+    assert_eq!(
+        run.stderr.trim(),
+        format!(
+            r#"Error from server (BadRequest): error when creating "{bad}": Widget in version "v1" cannot be handled as a Widget: strict decoding error: unknown field "spec.bogus""#
+        ),
+        "{run}"
+    );
+    k.fails(&["create", "-f", &bad])
+        .stderr_has(r#"strict decoding error: unknown field "spec.bogus""#);
+    k.fails(&["get", "wg", "bad"]).stderr_has("not found");
+
+    // An update with an unknown field is rejected too and changes nothing.
+    let w1_bad = k.write(
+        "w1-bad.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 4\n  color: red\n  extra: 1\n",
+    );
+    k.fails(&["apply", "-f", &w1_bad])
+        .stderr_has(r#"strict decoding error: unknown field "spec.extra""#);
+    assert_eq!(
+        k.json(&["get", "wg", "w1"])["spec"],
+        json!({"size": 3, "color": "red"})
+    );
+}
