@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use tfjob_federator::sim::{self, SimOptions};
+use tfjob_federator::sim::{self, NodeShape, SimOptions};
 use tfjob_federator::telemetry::{self, LogFormat};
 
 #[derive(Parser)]
@@ -34,7 +34,24 @@ enum Command {
         /// resourceVersions get 410 Expired.
         #[arg(long, default_value_t = SimOptions::default().watch_history)]
         watch_history: usize,
+        /// Nodes per cluster.
+        #[arg(long, default_value_t = NodeShape::default().count)]
+        nodes: usize,
+        /// Allocatable cpu per node (a Kubernetes quantity).
+        #[arg(long, default_value_t = NodeShape::default().cpu, value_parser = quantity)]
+        cpu_per_node: String,
+        /// Allocatable memory per node (a Kubernetes quantity).
+        #[arg(long, default_value_t = NodeShape::default().memory, value_parser = quantity)]
+        memory_per_node: String,
+        /// nvidia.com/gpu per node.
+        #[arg(long, default_value_t = NodeShape::default().gpus)]
+        gpus_per_node: u32,
     },
+}
+
+/// Accepts only what parses as a Kubernetes quantity.
+fn quantity(text: &str) -> Result<String, String> {
+    sim::parse_milli(text).map(|_| text.to_string()).ok_or_else(|| format!("not a Kubernetes quantity: {text}"))
 }
 
 fn main() -> anyhow::Result<()> {
@@ -46,11 +63,10 @@ fn main() -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     runtime.block_on(async {
         match cli.command {
-            Command::Sim {
-                clusters,
-                kubeconfig_dir,
-                watch_history,
-            } => run_sim(clusters, &kubeconfig_dir, SimOptions { watch_history }).await,
+            Command::Sim { clusters, kubeconfig_dir, watch_history, nodes, cpu_per_node, memory_per_node, gpus_per_node } => {
+                let nodes = NodeShape { count: nodes, cpu: cpu_per_node, memory: memory_per_node, gpus: gpus_per_node, ..NodeShape::default() };
+                run_sim(clusters, &kubeconfig_dir, SimOptions { watch_history, nodes }).await
+            }
         }
     })
 }

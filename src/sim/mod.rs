@@ -8,10 +8,14 @@ mod discovery;
 mod error;
 mod faults;
 mod http;
+mod kubelet;
+mod nodes;
 mod openapi;
 mod patch;
+mod quantity;
 mod resources;
 mod rules;
+mod scheduler;
 mod schema;
 mod selector;
 mod server;
@@ -30,18 +34,23 @@ use tokio::net::TcpListener;
 use tokio::sync::watch as signal;
 
 pub use faults::Faults;
+pub use nodes::NodeShape;
+pub use quantity::parse_milli;
 
 /// Options shared by every simulated cluster.
 #[derive(Debug, Clone)]
 pub struct SimOptions {
     /// Events kept for watches and continue tokens (the compaction window).
     pub watch_history: usize,
+    /// The nodes every cluster gets.
+    pub nodes: NodeShape,
 }
 
 impl Default for SimOptions {
     fn default() -> Self {
         SimOptions {
             watch_history: 10_000,
+            nodes: NodeShape::default(),
         }
     }
 }
@@ -100,6 +109,11 @@ pub async fn start_cluster(name: &str, options: &SimOptions) -> std::io::Result<
         drop_watches: signal::channel(0).0,
         shutdown: shutdown.clone(),
     });
+    install_pod_group_crd(&cluster);
+    nodes::create(&cluster, &options.nodes);
+    tokio::spawn(scheduler::run(cluster.clone()));
+    tokio::spawn(kubelet::run(cluster.clone()));
+    tokio::spawn(nodes::heartbeat(cluster.clone(), options.nodes.clone()));
     let task = tokio::spawn(accept_loop(listener, cluster, shutdown));
     tracing::info!(cluster = name, %address, "simulated cluster serving");
     Ok(ClusterHandle {
@@ -108,6 +122,33 @@ pub async fn start_cluster(name: &str, options: &SimOptions) -> std::io::Result<
         stop,
         task,
     })
+}
+
+/// Every simulated cluster runs the T9k scheduler, so it serves its PodGroups.
+fn install_pod_group_crd(cluster: &Cluster) {
+    let Some(crds) = cluster.store.resource_type("apiextensions.k8s.io", "customresourcedefinitions") else {
+        return;
+    };
+    let crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "podgroups.scheduler.tensorstack.dev"},
+        "spec": {
+            "group": "scheduler.tensorstack.dev", "scope": "Namespaced",
+            "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup", "listKind": "PodGroupList", "shortNames": ["pg"]},
+            "versions": [{
+                "name": "v1beta1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                "additionalPrinterColumns": [
+                    {"name": "MinMember", "type": "integer", "jsonPath": ".spec.minMember"},
+                    {"name": "Queue", "type": "string", "jsonPath": ".spec.queue"},
+                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                ],
+            }],
+        },
+    });
+    let write = store::WriteMeta { manager: "kube-apiserver".into(), now: store::now(), dry_run: false };
+    // A fresh store has no CRD of that name.
+    let _ = cluster.store.create(&crds, "", crd, &write);
 }
 
 async fn accept_loop(

@@ -18,7 +18,7 @@ use super::http::{
 use super::patch;
 use super::resources::ResourceType;
 use super::selector::{FieldSelector, LabelSelector};
-use super::store::{self, Change, DeleteOptions, Deletion, ListQuery, Stored, WriteMeta};
+use super::store::{self, Change, Scope, DeleteOptions, Deletion, ListQuery, Stored, WriteMeta};
 use super::{discovery, openapi, table, watch};
 
 /// A resource request after routing.
@@ -205,6 +205,7 @@ async fn resource(
         dry_run: query.get("dryRun").is_some(),
     };
     let store = &cluster.store;
+    let scope = if rr.status { Scope::Status } else { Scope::Main };
     let ty = rr.ty.clone();
     let ns = rr.namespace.clone().unwrap_or_default();
     match (method, rr.name.clone()) {
@@ -229,7 +230,7 @@ async fn resource(
             let body = http::parse_json(&read_body(req).await?)?;
             let body = validate_custom(&rr, body, &query)?;
             let updated =
-                store.update(&ty, &ns, &name, rr.status, Change::Replace(body), &write)?;
+                store.update(&ty, &ns, &name, scope, Change::Replace(body), &write)?;
             Ok(render_object(&rr, &updated, repr, StatusCode::OK))
         }
         (Method::PATCH, Some(name)) => {
@@ -255,7 +256,7 @@ async fn resource(
                         &ty,
                         &ns,
                         &name,
-                        rr.status,
+                        scope,
                         Change::Apply {
                             body,
                             force: query.flag("force"),
@@ -285,7 +286,7 @@ async fn resource(
                         &ty,
                         &ns,
                         &name,
-                        rr.status,
+                        scope,
                         Change::Patch(&apply_patch),
                         &write,
                     )?

@@ -87,6 +87,17 @@ pub struct WriteMeta {
     pub dry_run: bool,
 }
 
+/// Which part of an object a write may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The main resource: with a status subresource, status is kept.
+    Main,
+    /// The `/status` subresource: only status changes.
+    Status,
+    /// Everything, as the cluster's own components write (binding, kubelet).
+    Whole,
+}
+
 /// The body of an update-style request.
 pub enum Change<'a> {
     /// PUT: the whole object.
@@ -340,12 +351,12 @@ impl Store {
         ty: &ResourceType,
         ns: &str,
         name: &str,
-        to_status: bool,
+        scope: Scope,
         change: Change,
         w: &WriteMeta,
     ) -> ApiResult<Arc<Stored>> {
         let mut inner = self.lock();
-        inner.update(ty, ns, name, to_status, change, w)
+        inner.update(ty, ns, name, scope, change, w)
     }
 
     pub fn delete(
@@ -385,6 +396,20 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// The current objects of the given types and a receiver of every later
+    /// change, taken atomically (for the cluster's own components).
+    pub fn subscribe(&self, type_ids: &[&str]) -> (Vec<(Arc<str>, Arc<Stored>)>, broadcast::Receiver<Arc<Event>>) {
+        let inner = self.lock();
+        let objects = type_ids
+            .iter()
+            .flat_map(|id| {
+                let id: Arc<str> = (*id).into();
+                inner.tables.get(&*id).into_iter().flatten().map(move |(_, o)| (id.clone(), o.clone()))
+            })
+            .collect();
+        (objects, inner.tx.subscribe())
     }
 
     pub fn watch(
@@ -637,10 +662,11 @@ impl Inner {
         ty: &ResourceType,
         ns: &str,
         name: &str,
-        to_status: bool,
+        scope: Scope,
         change: Change,
         w: &WriteMeta,
     ) -> ApiResult<Arc<Stored>> {
+        let to_status = scope == Scope::Status;
         let key = (
             if ty.namespaced {
                 ns.to_string()
@@ -722,7 +748,7 @@ impl Inner {
                 apply::apply(Some(&old), &body, &opts).map_err(|e| apply_error(ty, name, e))?
             }
         };
-        let mut new = rules::merge_update(&old, new, status_sub, to_status);
+        let mut new = rules::merge_update(&old, new, status_sub && scope == Scope::Main, to_status);
         rules::normalize_metadata(&mut new);
         new["apiVersion"] = old.get("apiVersion").cloned().unwrap_or(Value::Null);
         new["kind"] = json!(ty.kind);
