@@ -4,6 +4,8 @@
 //! 1. Pod creates per second from 8 concurrent clients while 2 watches stream
 //!    every event.
 //! 2. Resident memory of the process once 100,000 typical pods are stored.
+//! 3. Scheduler and kubelet: 10,000 pods created on a cluster of 50 nodes,
+//!    time until every one is bound and Succeeded.
 //!
 //! `SIM_BENCH_PODS` overrides the pod count of part 2.
 
@@ -22,9 +24,12 @@ use tfjob_federator::sim::{self, SimOptions};
 const CLIENTS: usize = 8;
 const WATCHES: usize = 2;
 const THROUGHPUT_PODS: usize = 24_000;
+const LIFECYCLE_PODS: usize = 10_000;
+const LIFECYCLE_NODES: usize = 50;
 
 /// A pod shaped like the ones the controller creates: labels, annotations,
-/// one container with env, resources and a port.
+/// one container with env, resources and a port. It names a scheduler the
+/// cluster does not run, so parts 1 and 2 measure the API server alone.
 fn typical_pod(name: &str) -> Pod {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -42,6 +47,7 @@ fn typical_pod(name: &str) -> Pod {
         },
         "spec": {
             "restartPolicy": "Never",
+            "schedulerName": "benchmark-idle",
             "containers": [{
                 "name": "tensorflow",
                 "image": "tensorflow/tensorflow:2.15.0-gpu",
@@ -65,6 +71,25 @@ async fn client(kubeconfig: &str) -> kube::Client {
 
 /// Creates `total` pods named `<prefix>-<n>` from `CLIENTS` clients; returns the elapsed time.
 async fn create_pods(kubeconfig: &str, prefix: &str, total: usize) -> Duration {
+    create_pods_shaped(kubeconfig, prefix, total, typical_pod).await
+}
+
+/// A short pod that fits many to a node: it runs the kubelet's default second.
+fn short_pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "annotations": {"sim.federation.tfjob.io/pending-seconds": "0.1", "sim.federation.tfjob.io/run-seconds": "1"}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]},
+    }))
+    .expect("the short pod is a valid Pod")
+}
+
+async fn create_pods_shaped(
+    kubeconfig: &str,
+    prefix: &str,
+    total: usize,
+    shape: fn(&str) -> Pod,
+) -> Duration {
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -78,12 +103,9 @@ async fn create_pods(kubeconfig: &str, prefix: &str, total: usize) -> Duration {
                 if n >= total {
                     break;
                 }
-                api.create(
-                    &PostParams::default(),
-                    &typical_pod(&format!("{prefix}-{n}")),
-                )
-                .await
-                .expect("create succeeds");
+                api.create(&PostParams::default(), &shape(&format!("{prefix}-{n}")))
+                    .await
+                    .expect("create succeeds");
             }
         }));
     }
@@ -160,5 +182,50 @@ async fn main() {
         "memory: {stored} pods stored, resident set {:.0} MiB (whole process: server, clients, watches)",
         resident_memory_bytes() as f64 / (1024.0 * 1024.0)
     );
+    cluster.stop().await;
+    lifecycle().await;
+}
+
+/// Part 3: every pod bound by the scheduler and run to Succeeded by the kubelet.
+async fn lifecycle() {
+    let options = SimOptions {
+        nodes: sim::NodeShape {
+            count: LIFECYCLE_NODES,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let cluster = sim::start_cluster("lifecycle", &options)
+        .await
+        .expect("cluster starts");
+    let kubeconfig = cluster.kubeconfig();
+    let api: Api<Pod> = Api::namespaced(client(&kubeconfig).await, "default");
+    let succeeded = Arc::new(AtomicU64::new(0));
+    let counter = succeeded.clone();
+    tokio::spawn(async move {
+        let mut done = std::collections::HashSet::new();
+        let mut events = watcher(api, watcher::Config::default()).boxed();
+        while let Some(event) = events.next().await {
+            if let Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) = event
+                && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded")
+                && done.insert(pod.metadata.name.clone())
+            {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    let started = Instant::now();
+    let created = create_pods_shaped(&kubeconfig, "short", LIFECYCLE_PODS, short_pod).await;
+    let deadline = started + Duration::from_secs(120);
+    while succeeded.load(Ordering::Relaxed) < LIFECYCLE_PODS as u64 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let done = succeeded.load(Ordering::Relaxed);
+    println!(
+        "lifecycle: {done}/{LIFECYCLE_PODS} pods on {LIFECYCLE_NODES} nodes bound and Succeeded {:.1}s after the first create (creating took {:.1}s)",
+        started.elapsed().as_secs_f64(),
+        created.as_secs_f64()
+    );
+    assert_eq!(done, LIFECYCLE_PODS as u64, "every pod finishes");
     cluster.stop().await;
 }

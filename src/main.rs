@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use tfjob_federator::api;
 use tfjob_federator::sim::{self, NodeShape, SimOptions};
 use tfjob_federator::telemetry::{self, LogFormat};
 
@@ -47,15 +48,24 @@ enum Command {
         #[arg(long, default_value_t = NodeShape::default().gpus)]
         gpus_per_node: u32,
     },
+    /// Print every CRD this controller owns, as YAML.
+    Crd,
 }
 
 /// Accepts only what parses as a Kubernetes quantity.
 fn quantity(text: &str) -> Result<String, String> {
-    sim::parse_milli(text).map(|_| text.to_string()).ok_or_else(|| format!("not a Kubernetes quantity: {text}"))
+    sim::parse_milli(text)
+        .map(|_| text.to_string())
+        .ok_or_else(|| format!("not a Kubernetes quantity: {text}"))
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Command::Crd = cli.command {
+        // No logging or runtime: the output is meant for `> file` or kubectl.
+        print!("{}", api::crds_yaml().context("serializing the CRDs")?);
+        return Ok(());
+    }
     telemetry::init(cli.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -63,10 +73,34 @@ fn main() -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     runtime.block_on(async {
         match cli.command {
-            Command::Sim { clusters, kubeconfig_dir, watch_history, nodes, cpu_per_node, memory_per_node, gpus_per_node } => {
-                let nodes = NodeShape { count: nodes, cpu: cpu_per_node, memory: memory_per_node, gpus: gpus_per_node, ..NodeShape::default() };
-                run_sim(clusters, &kubeconfig_dir, SimOptions { watch_history, nodes }).await
+            Command::Sim {
+                clusters,
+                kubeconfig_dir,
+                watch_history,
+                nodes,
+                cpu_per_node,
+                memory_per_node,
+                gpus_per_node,
+            } => {
+                let nodes = NodeShape {
+                    count: nodes,
+                    cpu: cpu_per_node,
+                    memory: memory_per_node,
+                    gpus: gpus_per_node,
+                    ..NodeShape::default()
+                };
+                run_sim(
+                    clusters,
+                    &kubeconfig_dir,
+                    SimOptions {
+                        watch_history,
+                        nodes,
+                    },
+                )
+                .await
             }
+            // Handled above, before the runtime starts.
+            Command::Crd => Ok(()),
         }
     })
 }

@@ -890,14 +890,19 @@ async fn label_and_field_selectors_filter() {
         assert_eq!(status.reason, "BadRequest", "{status:?}");
     }
 
-    // Pods: spec.nodeName and status.phase.
+    // Pods: spec.nodeName and status.phase. No kubelet runs pods bound to
+    // nodes the cluster lacks, and no scheduler serves `manual`, so the
+    // phases set here stay.
     let pods: Api<Pod> = Api::namespaced(sim.client.clone(), "sel");
     for (name, node, phase) in [
         ("p-a", Some("node-a"), "Running"),
         ("p-b", Some("node-b"), "Pending"),
         ("p-none", None, "Succeeded"),
     ] {
-        let mut spec = json!({"containers": [{"name": "c", "image": "busybox"}]});
+        let mut spec = json!({
+            "schedulerName": "manual",
+            "containers": [{"name": "c", "image": "busybox"}],
+        });
         if let Some(node) = node {
             spec["nodeName"] = json!(node);
         }

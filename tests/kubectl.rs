@@ -23,6 +23,19 @@ spec:
     image: nginx:1.25
 "#;
 
+/// `POD` with `sim.federation.tfjob.io/` annotations (without the prefix)
+/// that script what the simulated kubelet does with it.
+fn scripted_pod(script: &[(&str, &str)]) -> String {
+    let annotations: String = script
+        .iter()
+        .map(|(k, v)| format!("    sim.federation.tfjob.io/{k}: \"{v}\"\n"))
+        .collect();
+    POD.replace(
+        "  labels:\n",
+        &format!("  annotations:\n{annotations}  labels:\n"),
+    )
+}
+
 const CONFIGMAP: &str = r#"
 apiVersion: v1
 kind: ConfigMap
@@ -468,7 +481,8 @@ fn get_lists_with_selectors_and_prints_tables() {
     // A malformed selector is refused (client- or server-side).
     k.fails(&["get", "cm", "-l", "app in (a"]);
 
-    let pod = k.write("pod.yaml", POD);
+    // The kubelet keeps this one Pending long enough to be listed so.
+    let pod = k.write("pod.yaml", &scripted_pod(&[("pending-seconds", "30")]));
     k.ok(&["create", "-f", &pod]);
     let table = k.ok(&["get", "pods"]).table();
     assert_eq!(
@@ -816,22 +830,13 @@ fn wait_returns_when_a_condition_appears_or_the_object_is_deleted() {
     ])
     .stderr_has("timed out waiting for the condition");
 
-    // A pod's Ready condition set through its status subresource.
-    let pod = k.write("pod.yaml", POD);
+    // A pod's Ready condition, set by the simulated kubelet once it runs.
+    let script = [("pending-seconds", "2.5"), ("run-seconds", "60")];
+    let pod = k.write("pod.yaml", &scripted_pod(&script));
     k.ok(&["create", "-f", &pod]);
     let mut waiting = k.spawn(&["wait", "--for=condition=Ready", "pod/web", "--timeout=30s"]);
     std::thread::sleep(Duration::from_millis(1000));
     waiting.assert_running();
-    k.ok(&[
-        "patch",
-        "pod",
-        "web",
-        "--subresource=status",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"status":{"conditions":[{"type":"Ready","status":"True"}]}}"#,
-    ]);
     waiting
         .finish()
         .success()
@@ -1005,5 +1010,198 @@ fn crd_shows_in_discovery_with_printer_columns_and_strict_validation() {
     assert_eq!(
         k.json(&["get", "wg", "w1"])["spec"],
         json!({"size": 3, "color": "red"})
+    );
+}
+
+/// Polls a background kubectl until `done(stdout, stderr)` holds.
+#[track_caller]
+fn wait_for_output(
+    bg: &mut kubectl_support::Background,
+    what: &str,
+    done: impl Fn(&str, &str) -> bool,
+) -> String {
+    let deadline = std::time::Instant::now() + kubectl_support::EVENT_TIMEOUT;
+    loop {
+        let (stdout, stderr) = (bg.stdout(), bg.stderr());
+        if done(&stdout, &stderr) {
+            return stdout;
+        }
+        bg.assert_running();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never saw {what}; stdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn get_nodes_shows_ready_nodes_with_capacity() {
+    let k = Kubectl::start("nodes");
+    let table = k.ok(&["get", "nodes"]).table();
+    assert_eq!(
+        table[0],
+        ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
+        "{table:?}"
+    );
+    assert_eq!(table.len(), 5, "four nodes by default: {table:?}");
+    for (i, row) in table[1..].iter().enumerate() {
+        assert_eq!(row[0], format!("home-node-{i}"), "{table:?}");
+        assert_eq!(row[1..3], ["Ready", "<none>"], "{table:?}");
+        assert!(row[3].ends_with('s'), "{table:?}");
+        assert!(row[4].starts_with("v1."), "{table:?}");
+    }
+
+    let capacity = k
+        .ok(&[
+            "get",
+            "nodes",
+            "-o",
+            r"custom-columns=NAME:.metadata.name,CPU:.status.capacity.cpu,MEMORY:.status.capacity.memory,GPU:.status.capacity.nvidia\.com/gpu,PODS:.status.allocatable.pods,ZONE:.metadata.labels.topology\.kubernetes\.io/zone",
+        ])
+        .table();
+    assert_eq!(
+        capacity[0],
+        ["NAME", "CPU", "MEMORY", "GPU", "PODS", "ZONE"],
+        "{capacity:?}"
+    );
+    assert_eq!(
+        capacity[1][..5],
+        ["home-node-0", "32", "128Gi", "4", "110"],
+        "{capacity:?}"
+    );
+    assert!(capacity[1][5].starts_with("home-zone-"), "{capacity:?}");
+
+    // `describe` puts capacity, conditions and the node's Lease together.
+    let described = k.ok(&["describe", "node", "home-node-0"]);
+    let lines: Vec<Vec<&str>> = described
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    for expected in [
+        &["Capacity:"][..],
+        &["nvidia.com/gpu:", "4"],
+        &["HolderIdentity:", "home-node-0"],
+    ] {
+        assert!(
+            lines.iter().any(|l| l.as_slice() == expected),
+            "{expected:?}: {described}"
+        );
+    }
+    assert!(
+        lines.iter().any(|l| l[..].starts_with(&["Ready", "True"])),
+        "{described}"
+    );
+
+    let leases = k.ok(&["get", "leases", "-n", "kube-node-lease", "-o", "name"]);
+    for i in 0..4 {
+        assert!(
+            leases
+                .stdout
+                .contains(&format!("lease.coordination.k8s.io/home-node-{i}\n")),
+            "{leases}"
+        );
+    }
+}
+
+#[test]
+fn get_pods_watch_shows_the_phases_and_yaml_the_status() {
+    let k = Kubectl::start("pod-phases");
+    // A pod no scheduler here serves stays Pending; once the watch lists
+    // it, later changes reach the watch.
+    let parked = scripted_pod(&[])
+        .replace("name: web", "name: parked")
+        .replace(
+            "  containers:\n",
+            "  schedulerName: manual\n  containers:\n",
+        );
+    k.ok(&["create", "-f", &k.write("parked.yaml", &parked)]);
+    let mut watch = k.spawn(&["get", "pods", "--watch"]);
+    wait_for_output(&mut watch, "the initial list", |out, _| {
+        out.contains("parked")
+    });
+    let script = [("pending-seconds", "0.5"), ("run-seconds", "0.5")];
+    let pod =
+        scripted_pod(&script).replace("  containers:\n", "  restartPolicy: Never\n  containers:\n");
+    k.ok(&["create", "-f", &k.write("pod.yaml", &pod)]);
+    let out = wait_for_output(&mut watch, "the pod completing", |out, _| {
+        out.contains("Completed")
+    });
+    drop(watch);
+
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .filter(|cells: &Vec<&str>| !cells.is_empty())
+        .collect();
+    assert_eq!(
+        rows[0],
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        "{out}"
+    );
+    assert_eq!(rows[1][..3], ["parked", "0/1", "Pending"], "{out}");
+    let mut seen: Vec<(&str, &str)> = rows[2..]
+        .iter()
+        .map(|r| {
+            assert_eq!(r[0], "web", "{out}");
+            (r[1], r[2])
+        })
+        .collect();
+    seen.dedup();
+    assert_eq!(
+        seen,
+        [("0/1", "Pending"), ("1/1", "Running"), ("0/1", "Completed")],
+        "{out}"
+    );
+
+    let yaml = k.ok(&["get", "pod", "web", "-o", "yaml"]);
+    for needle in ["conditions:", "containerStatuses:", "exitCode: 0"] {
+        assert!(yaml.stdout.contains(needle), "lacks {needle:?}: {yaml}");
+    }
+    let pod: Value = serde_yaml::from_str(&yaml.stdout).expect("YAML");
+    let status = &pod["status"];
+    assert_eq!(status["phase"], "Succeeded", "{status}");
+    for key in ["startTime", "podIP", "hostIP"] {
+        assert!(status[key].is_string(), "{key}: {status}");
+    }
+    let conditions: Vec<(String, String)> = status["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .map(|c| {
+            (
+                c["type"].as_str().unwrap_or_default().to_string(),
+                c["status"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    for expected in [
+        ("PodScheduled", "True"),
+        ("Initialized", "True"),
+        ("ContainersReady", "False"),
+        ("Ready", "False"),
+    ] {
+        assert!(
+            conditions.contains(&(expected.0.to_string(), expected.1.to_string())),
+            "{expected:?} in {conditions:?}"
+        );
+    }
+    let container = &status["containerStatuses"][0];
+    assert_eq!(container["name"], "nginx", "{container}");
+    assert_eq!(container["restartCount"], 0, "{container}");
+    assert_eq!(
+        container["state"]["terminated"]["reason"], "Completed",
+        "{container}"
+    );
+    assert_eq!(
+        container["state"]["terminated"]["exitCode"], 0,
+        "{container}"
+    );
+    assert!(
+        pod["spec"]["nodeName"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("home-node-")),
+        "{pod}"
     );
 }

@@ -56,13 +56,30 @@ pub struct Script {
 
 impl Script {
     pub fn from_pod(pod: &Value) -> Script {
-        let annotation = |name: &str| pod.pointer("/metadata/annotations").and_then(|a| a.get(format!("{ANNOTATION_PREFIX}{name}"))).and_then(Value::as_str);
-        let seconds = |name: &str, default: f64| Duration::from_secs_f64(annotation(name).and_then(|v| v.trim().parse::<f64>().ok()).filter(|s| *s >= 0.0).unwrap_or(default));
-        let exit_codes: Vec<i32> = annotation("exit-codes").map(|v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect()).unwrap_or_default();
+        let annotation = |name: &str| {
+            pod.pointer("/metadata/annotations")
+                .and_then(|a| a.get(format!("{ANNOTATION_PREFIX}{name}")))
+                .and_then(Value::as_str)
+        };
+        let seconds = |name: &str, default: f64| {
+            Duration::from_secs_f64(
+                annotation(name)
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+                    .filter(|s| *s >= 0.0)
+                    .unwrap_or(default),
+            )
+        };
+        let exit_codes: Vec<i32> = annotation("exit-codes")
+            .map(|v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect())
+            .unwrap_or_default();
         Script {
             pending: seconds("pending-seconds", 0.2),
             run: seconds("run-seconds", 1.0),
-            exit_codes: if exit_codes.is_empty() { vec![0] } else { exit_codes },
+            exit_codes: if exit_codes.is_empty() {
+                vec![0]
+            } else {
+                exit_codes
+            },
             waiting_reason: annotation("waiting-reason").map(str::to_string),
             termination_reason: annotation("termination-reason").map(str::to_string),
         }
@@ -70,16 +87,27 @@ impl Script {
 
     /// The exit code of the `attempt`-th run (0-based); the last code repeats.
     pub fn exit_code(&self, attempt: usize) -> i32 {
-        self.exit_codes.get(attempt).or(self.exit_codes.last()).copied().unwrap_or(0)
+        self.exit_codes
+            .get(attempt)
+            .or(self.exit_codes.last())
+            .copied()
+            .unwrap_or(0)
     }
 }
 
 fn text(v: &Value, pointer: &str) -> String {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or_default().to_string()
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn write_meta() -> WriteMeta {
-    WriteMeta { manager: "kubelet".into(), now: now(), dry_run: false }
+    WriteMeta {
+        manager: "kubelet".into(),
+        now: now(),
+        dry_run: false,
+    }
 }
 
 /// Runs the kubelet of every node of `cluster` until it shuts down.
@@ -97,7 +125,9 @@ pub async fn run(cluster: Arc<Cluster>) {
                 _ = shutdown.changed() => return,
             };
             match received {
-                Ok(event) if &*event.type_id == PODS => kubelet.observe(&cluster, event.kind, &event.object),
+                Ok(event) if &*event.type_id == PODS => {
+                    kubelet.observe(&cluster, event.kind, &event.object)
+                }
                 Ok(_) => {}
                 Err(RecvError::Lagged(_)) => continue 'resync,
                 Err(RecvError::Closed) => return,
@@ -122,10 +152,29 @@ impl Kubelet {
             }
             return;
         }
-        if bound && !self.started.contains_key(&pod.uid) && pod.field("status.phase").as_deref() == Some("Pending") {
+        if bound
+            && !self.started.contains_key(&pod.uid)
+            && pod.field("status.phase").as_deref() == Some("Pending")
+        {
+            // Only this cluster's nodes run pods: one bound to a node that
+            // does not exist stays Pending, as on a real cluster.
+            let Some(host_ip) = pod
+                .field("spec.nodeName")
+                .and_then(|node| node_ip(cluster, &node))
+            else {
+                return;
+            };
             self.started.insert(pod.uid.clone(), key.clone());
             let ip = self.addresses.fetch_add(1, Ordering::Relaxed);
-            tokio::spawn(drive(cluster.clone(), key, pod.uid.clone(), Script::from_pod(&pod.value()), self.attempts.clone(), ip));
+            tokio::spawn(drive(
+                cluster.clone(),
+                key,
+                pod.uid.clone(),
+                Script::from_pod(&pod.value()),
+                self.attempts.clone(),
+                ip,
+                host_ip,
+            ));
         }
     }
 }
@@ -142,26 +191,53 @@ async fn pause(cluster: &Cluster, duration: Duration) -> bool {
 /// Writes the pod's status through `change` if it is still the same,
 /// undeleted pod; false when it is gone or being deleted.
 fn update_pod(cluster: &Cluster, key: &Key, uid: &str, change: &dyn Fn(&mut Value)) -> bool {
-    let Some(pods) = cluster.store.resource_type("", "pods") else { return false };
+    let Some(pods) = cluster.store.resource_type("", "pods") else {
+        return false;
+    };
     let alive = std::cell::Cell::new(false);
     let patch = |mut pod: Value| -> super::error::ApiResult<Value> {
-        if text(&pod, "/metadata/uid") == uid && pod.pointer("/metadata/deletionTimestamp").is_none() {
+        if text(&pod, "/metadata/uid") == uid
+            && pod.pointer("/metadata/deletionTimestamp").is_none()
+        {
             change(&mut pod);
             alive.set(true);
         }
         Ok(pod)
     };
-    cluster.store.update(&pods, &key.0, &key.1, Scope::Whole, Change::Patch(&patch), &write_meta()).is_ok() && alive.get()
+    cluster
+        .store
+        .update(
+            &pods,
+            &key.0,
+            &key.1,
+            Scope::Whole,
+            Change::Patch(&patch),
+            &write_meta(),
+        )
+        .is_ok()
+        && alive.get()
 }
 
 fn container_names(pod: &Value) -> Vec<(String, String)> {
     pod.pointer("/spec/containers")
         .and_then(Value::as_array)
-        .map(|cs| cs.iter().map(|c| (text(c, "/name"), text(c, "/image"))).collect())
+        .map(|cs| {
+            cs.iter()
+                .map(|c| (text(c, "/name"), text(c, "/image")))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
-fn container_status(name: &str, image: &str, uid: &str, state: Value, ready: bool, restarts: usize, last_state: Value) -> Value {
+fn container_status(
+    name: &str,
+    image: &str,
+    uid: &str,
+    state: Value,
+    ready: bool,
+    restarts: usize,
+    last_state: Value,
+) -> Value {
     json!({
         "name": name, "image": image, "imageID": format!("{image}@sha256:0000"),
         "containerID": format!("containerd://{}-{name}-{restarts}", &uid[..uid.len().min(8)]),
@@ -171,7 +247,11 @@ fn container_status(name: &str, image: &str, uid: &str, state: Value, ready: boo
 
 fn pod_conditions(pod: &mut Value, ready: bool, at: &str, reason: Option<&str>) {
     for type_ in ["Initialized", "ContainersReady", "Ready"] {
-        let status = if ready || type_ == "Initialized" { "True" } else { "False" };
+        let status = if ready || type_ == "Initialized" {
+            "True"
+        } else {
+            "False"
+        };
         let mut condition = json!({"type": type_, "status": status, "lastProbeTime": null, "lastTransitionTime": at});
         if let (Some(reason), "False") = (reason, status) {
             condition["reason"] = json!(reason);
@@ -180,12 +260,31 @@ fn pod_conditions(pod: &mut Value, ready: bool, at: &str, reason: Option<&str>) 
     }
 }
 
+/// The InternalIP of `node` if it is a node of this cluster.
+fn node_ip(cluster: &Cluster, node: &str) -> Option<String> {
+    let nodes = cluster.store.resource_type("", "nodes")?;
+    let node = cluster.store.get(&nodes, "", node).ok()?.value();
+    let addresses = node.pointer("/status/addresses").and_then(Value::as_array);
+    let internal = addresses
+        .into_iter()
+        .flatten()
+        .find(|a| a.get("type") == Some(&json!("InternalIP")));
+    Some(internal.map(|a| text(a, "/address")).unwrap_or_default())
+}
+
 /// One pod's life: pending, running attempts, termination.
-async fn drive(cluster: Arc<Cluster>, key: Key, uid: String, script: Script, attempts: Arc<std::sync::Mutex<HashMap<Key, usize>>>, serial: u64) {
+async fn drive(
+    cluster: Arc<Cluster>,
+    key: Key,
+    uid: String,
+    script: Script,
+    attempts: Arc<std::sync::Mutex<HashMap<Key, usize>>>,
+    serial: u64,
+    node_ip: String,
+) {
     if !pause(&cluster, script.pending).await {
         return;
     }
-    let node_ip = "172.18.0.2";
     let pod_ip = format!("10.244.{}.{}", (serial / 250) % 250, serial % 250 + 2);
     if let Some(reason) = &script.waiting_reason {
         update_pod(&cluster, &key, &uid, &|pod| {
@@ -215,7 +314,17 @@ async fn drive(cluster: Arc<Cluster>, key: Key, uid: String, script: Script, att
         let running = update_pod(&cluster, &key, &uid, &|pod| {
             let statuses: Vec<Value> = container_names(pod)
                 .iter()
-                .map(|(n, i)| container_status(n, i, &uid, json!({"running": {"startedAt": started_at}}), true, restarts, last_state.clone()))
+                .map(|(n, i)| {
+                    container_status(
+                        n,
+                        i,
+                        &uid,
+                        json!({"running": {"startedAt": started_at}}),
+                        true,
+                        restarts,
+                        last_state.clone(),
+                    )
+                })
                 .collect();
             pod["status"]["phase"] = json!("Running");
             pod["status"]["hostIP"] = json!(node_ip);
@@ -250,7 +359,15 @@ async fn drive(cluster: Arc<Cluster>, key: Key, uid: String, script: Script, att
                         let waiting = json!({"waiting": {"reason": "CrashLoopBackOff"}});
                         container_status(n, i, &uid, waiting, false, restarts, terminated.clone())
                     } else {
-                        container_status(n, i, &uid, terminated.clone(), false, restarts, last_state.clone())
+                        container_status(
+                            n,
+                            i,
+                            &uid,
+                            terminated.clone(),
+                            false,
+                            restarts,
+                            last_state.clone(),
+                        )
                     }
                 })
                 .collect();
@@ -258,7 +375,16 @@ async fn drive(cluster: Arc<Cluster>, key: Key, uid: String, script: Script, att
             if !restarting {
                 pod["status"]["phase"] = json!(if code == 0 { "Succeeded" } else { "Failed" });
             }
-            pod_conditions(pod, false, &finished_at, Some(if restarting { "ContainersNotReady" } else { "PodCompleted" }));
+            pod_conditions(
+                pod,
+                false,
+                &finished_at,
+                Some(if restarting {
+                    "ContainersNotReady"
+                } else {
+                    "PodCompleted"
+                }),
+            );
         });
         if alive && let Some(pod) = current(&cluster, &key) {
             let policy = text(&pod, "/spec/restartPolicy");
@@ -274,7 +400,11 @@ async fn drive(cluster: Arc<Cluster>, key: Key, uid: String, script: Script, att
 
 fn current(cluster: &Cluster, key: &Key) -> Option<Value> {
     let pods = cluster.store.resource_type("", "pods")?;
-    cluster.store.get(&pods, &key.0, &key.1).ok().map(|p| p.value())
+    cluster
+        .store
+        .get(&pods, &key.0, &key.1)
+        .ok()
+        .map(|p| p.value())
 }
 
 /// A pod being deleted: running containers get SIGTERM and exit 143, then
@@ -283,16 +413,26 @@ async fn terminate(cluster: Arc<Cluster>, key: Key, uid: String) {
     if !pause(&cluster, TERMINATION_DELAY).await {
         return;
     }
-    let Some(pods) = cluster.store.resource_type("", "pods") else { return };
+    let Some(pods) = cluster.store.resource_type("", "pods") else {
+        return;
+    };
     let stop = |mut pod: Value| -> super::error::ApiResult<Value> {
-        if text(&pod, "/metadata/uid") != uid || !matches!(text(&pod, "/status/phase").as_str(), "Running" | "Pending") {
+        if text(&pod, "/metadata/uid") != uid
+            || !matches!(text(&pod, "/status/phase").as_str(), "Running" | "Pending")
+        {
             return Ok(pod);
         }
         let at = now();
-        if let Some(statuses) = pod.pointer_mut("/status/containerStatuses").and_then(Value::as_array_mut) {
+        if let Some(statuses) = pod
+            .pointer_mut("/status/containerStatuses")
+            .and_then(Value::as_array_mut)
+        {
             for status in statuses.iter_mut() {
                 if status.pointer("/state/running").is_some() {
-                    let started = status.pointer("/state/running/startedAt").cloned().unwrap_or(Value::Null);
+                    let started = status
+                        .pointer("/state/running/startedAt")
+                        .cloned()
+                        .unwrap_or(Value::Null);
                     status["state"] = json!({"terminated": {"exitCode": 143, "reason": "Error", "startedAt": started, "finishedAt": at}});
                     status["ready"] = json!(false);
                     status["started"] = json!(false);
@@ -303,10 +443,21 @@ async fn terminate(cluster: Arc<Cluster>, key: Key, uid: String) {
         pod_conditions(&mut pod, false, &at, Some("PodCompleted"));
         Ok(pod)
     };
-    let _ = cluster.store.update(&pods, &key.0, &key.1, Scope::Whole, Change::Patch(&stop), &write_meta());
+    let _ = cluster.store.update(
+        &pods,
+        &key.0,
+        &key.1,
+        Scope::Whole,
+        Change::Patch(&stop),
+        &write_meta(),
+    );
     let still_ours = current(&cluster, &key).is_some_and(|p| text(&p, "/metadata/uid") == uid);
     if still_ours {
-        let options = DeleteOptions { grace_period_seconds: Some(0), precondition_uid: Some(uid), ..Default::default() };
+        let options = DeleteOptions {
+            grace_period_seconds: Some(0),
+            precondition_uid: Some(uid),
+            ..Default::default()
+        };
         let _ = cluster.store.delete(&pods, &key.0, &key.1, &options);
     }
 }
@@ -324,7 +475,15 @@ mod tests {
         let script = Script::from_pod(&pod);
         assert_eq!(script.pending, Duration::from_millis(200));
         assert_eq!(script.run, Duration::from_millis(2500));
-        assert_eq!((script.exit_code(0), script.exit_code(1), script.exit_code(5)), (137, 0, 0), "the last code repeats");
+        assert_eq!(
+            (
+                script.exit_code(0),
+                script.exit_code(1),
+                script.exit_code(5)
+            ),
+            (137, 0, 0),
+            "the last code repeats"
+        );
         assert_eq!(Script::from_pod(&json!({})).exit_codes, vec![0]);
     }
 }

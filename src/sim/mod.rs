@@ -126,7 +126,10 @@ pub async fn start_cluster(name: &str, options: &SimOptions) -> std::io::Result<
 
 /// Every simulated cluster runs the T9k scheduler, so it serves its PodGroups.
 fn install_pod_group_crd(cluster: &Cluster) {
-    let Some(crds) = cluster.store.resource_type("apiextensions.k8s.io", "customresourcedefinitions") else {
+    let Some(crds) = cluster
+        .store
+        .resource_type("apiextensions.k8s.io", "customresourcedefinitions")
+    else {
         return;
     };
     let crd = serde_json::json!({
@@ -146,7 +149,11 @@ fn install_pod_group_crd(cluster: &Cluster) {
             }],
         },
     });
-    let write = store::WriteMeta { manager: "kube-apiserver".into(), now: store::now(), dry_run: false };
+    let write = store::WriteMeta {
+        manager: "kube-apiserver".into(),
+        now: store::now(),
+        dry_run: false,
+    };
     // A fresh store has no CRD of that name.
     let _ = cluster.store.create(&crds, "", crd, &write);
 }

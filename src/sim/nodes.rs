@@ -25,7 +25,13 @@ pub struct NodeShape {
 
 impl Default for NodeShape {
     fn default() -> Self {
-        NodeShape { count: 4, cpu: "32".into(), memory: "128Gi".into(), gpus: 4, max_pods: 110 }
+        NodeShape {
+            count: 4,
+            cpu: "32".into(),
+            memory: "128Gi".into(),
+            gpus: 4,
+            max_pods: 110,
+        }
     }
 }
 
@@ -36,9 +42,7 @@ pub fn node_name(cluster: &str, index: usize) -> String {
 fn node_object(cluster: &str, index: usize, shape: &NodeShape, now: &str) -> Value {
     let name = node_name(cluster, index);
     let capacity = json!({"cpu": shape.cpu, "memory": shape.memory, "pods": shape.max_pods.to_string(), "nvidia.com/gpu": shape.gpus.to_string(), "ephemeral-storage": "100Gi"});
-    let condition = |type_: &str, status: &str, reason: &str, message: &str| {
-        json!({"type": type_, "status": status, "reason": reason, "message": message, "lastHeartbeatTime": now, "lastTransitionTime": now})
-    };
+    let condition = |type_: &str, status: &str, reason: &str, message: &str| json!({"type": type_, "status": status, "reason": reason, "message": message, "lastHeartbeatTime": now, "lastTransitionTime": now});
     json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {
@@ -71,20 +75,32 @@ fn node_object(cluster: &str, index: usize, shape: &NodeShape, now: &str) -> Val
 }
 
 fn system_write(manager: &str) -> WriteMeta {
-    WriteMeta { manager: manager.into(), now: now(), dry_run: false }
+    WriteMeta {
+        manager: manager.into(),
+        now: now(),
+        dry_run: false,
+    }
 }
 
 /// Creates the nodes and their Leases.
 pub fn create(cluster: &Cluster, shape: &NodeShape) {
     let store = &cluster.store;
-    let (Some(nodes), Some(leases)) = (store.resource_type("", "nodes"), store.resource_type("coordination.k8s.io", "leases")) else {
+    let (Some(nodes), Some(leases)) = (
+        store.resource_type("", "nodes"),
+        store.resource_type("coordination.k8s.io", "leases"),
+    ) else {
         return;
     };
     let write = system_write("kubelet");
     for i in 0..shape.count {
         let name = node_name(&cluster.name, i);
         // Creating fresh objects in a fresh store cannot collide.
-        let _ = store.create(&nodes, "", node_object(&cluster.name, i, shape, &write.now), &write);
+        let _ = store.create(
+            &nodes,
+            "",
+            node_object(&cluster.name, i, shape, &write.now),
+            &write,
+        );
         let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name, "namespace": "kube-node-lease"},
             "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": micro_now()}});
         let _ = store.create(&leases, "kube-node-lease", lease, &write);
@@ -92,12 +108,16 @@ pub fn create(cluster: &Cluster, shape: &NodeShape) {
 }
 
 fn micro_now() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string()
 }
 
 /// Renews every node's Lease until the cluster shuts down.
 pub async fn heartbeat(cluster: Arc<Cluster>, shape: NodeShape) {
-    let Some(leases) = cluster.store.resource_type("coordination.k8s.io", "leases") else { return };
+    let Some(leases) = cluster.store.resource_type("coordination.k8s.io", "leases") else {
+        return;
+    };
     let mut shutdown = cluster.shutdown.clone();
     let mut ticker = tokio::time::interval(LEASE_RENEWAL);
     ticker.tick().await;
@@ -111,7 +131,14 @@ pub async fn heartbeat(cluster: Arc<Cluster>, shape: NodeShape) {
                 lease["spec"]["renewTime"] = json!(micro_now());
                 Ok(lease)
             };
-            let _ = cluster.store.update(&leases, "kube-node-lease", &node_name(&cluster.name, i), Scope::Whole, Change::Patch(&renew), &system_write("kubelet"));
+            let _ = cluster.store.update(
+                &leases,
+                "kube-node-lease",
+                &node_name(&cluster.name, i),
+                Scope::Whole,
+                Change::Patch(&renew),
+                &system_write("kubelet"),
+            );
         }
     }
 }

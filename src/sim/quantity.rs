@@ -8,7 +8,9 @@ use serde_json::Value;
 /// A quantity in thousandths of its unit (millicores for cpu, milli-bytes for memory).
 pub fn parse_milli(text: &str) -> Option<i64> {
     let text = text.trim();
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+')).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+        .unwrap_or(text.len());
     let (number, suffix) = text.split_at(split);
     let number: f64 = number.parse().ok()?;
     let factor: f64 = match suffix {
@@ -59,12 +61,22 @@ pub fn pod_requests(pod: &Value) -> BTreeMap<String, i64> {
         requests
     };
     let mut total: BTreeMap<String, i64> = BTreeMap::new();
-    for c in pod.pointer("/spec/containers").and_then(Value::as_array).into_iter().flatten() {
+    for c in pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         for (k, v) in container_requests(c) {
             *total.entry(k).or_default() += v;
         }
     }
-    for c in pod.pointer("/spec/initContainers").and_then(Value::as_array).into_iter().flatten() {
+    for c in pod
+        .pointer("/spec/initContainers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         for (k, v) in container_requests(c) {
             let entry = total.entry(k).or_default();
             *entry = (*entry).max(v);
@@ -101,7 +113,10 @@ mod tests {
             "initContainers": [{"resources": {"requests": {"cpu": "4"}}}],
         }});
         let r = pod_requests(&pod);
-        assert_eq!(r["cpu"], 4000, "the init container's 4 cpu exceeds 1.5 from the containers");
+        assert_eq!(
+            r["cpu"], 4000,
+            "the init container's 4 cpu exceeds 1.5 from the containers"
+        );
         assert_eq!(r["memory"], 1024 * 1024 * 1024 * 1000);
         assert_eq!(r["nvidia.com/gpu"], 1000);
         assert_eq!(r["pods"], 1000);

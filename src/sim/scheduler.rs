@@ -46,16 +46,26 @@ impl NodeState {
         let labels = node
             .pointer("/metadata/labels")
             .and_then(Value::as_object)
-            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
             .unwrap_or_default();
         let ready = node
             .pointer("/status/conditions")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .any(|c| c.get("type") == Some(&json!("Ready")) && c.get("status") == Some(&json!("True")));
+            .any(|c| {
+                c.get("type") == Some(&json!("Ready")) && c.get("status") == Some(&json!("True"))
+            });
         NodeState {
-            name: node.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string(),
+            name: node
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
             labels,
             allocatable: quantity::resource_list(node.pointer("/status/allocatable")),
             requested: Resources::new(),
@@ -82,7 +92,13 @@ impl NodeState {
                 let allocatable = self.allocatable.get(*name).copied().unwrap_or(0);
                 **need > 0 && used + **need > allocatable
             })
-            .map(|(name, _)| if name == "pods" { "Too many pods".to_string() } else { format!("Insufficient {name}") })
+            .map(|(name, _)| {
+                if name == "pods" {
+                    "Too many pods".to_string()
+                } else {
+                    format!("Insufficient {name}")
+                }
+            })
             .collect()
     }
 
@@ -93,12 +109,18 @@ impl NodeState {
             .filter_map(|r| {
                 let allocatable = *self.allocatable.get(*r)? as f64;
                 (allocatable > 0.0).then(|| {
-                    let used = (self.requested.get(*r).copied().unwrap_or(0) + requests.get(*r).copied().unwrap_or(0)) as f64;
+                    let used = (self.requested.get(*r).copied().unwrap_or(0)
+                        + requests.get(*r).copied().unwrap_or(0))
+                        as f64;
                     (allocatable - used) / allocatable
                 })
             })
             .collect();
-        if shares.is_empty() { 0.0 } else { shares.iter().sum::<f64>() / shares.len() as f64 }
+        if shares.is_empty() {
+            0.0
+        } else {
+            shares.iter().sum::<f64>() / shares.len() as f64
+        }
     }
 
     fn add(&mut self, requests: &Resources, sign: i64) {
@@ -110,7 +132,11 @@ impl NodeState {
 
 /// Picks the node for a pod, or returns upstream's message for why none fits,
 /// e.g. `0/4 nodes are available: 4 Insufficient nvidia.com/gpu.`
-pub fn pick_node(requests: &Resources, selector: &BTreeMap<String, String>, nodes: &[NodeState]) -> Result<usize, String> {
+pub fn pick_node(
+    requests: &Resources,
+    selector: &BTreeMap<String, String>,
+    nodes: &[NodeState],
+) -> Result<usize, String> {
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     let mut best: Option<(usize, f64)> = None;
     for (i, node) in nodes.iter().enumerate() {
@@ -129,7 +155,11 @@ pub fn pick_node(requests: &Resources, selector: &BTreeMap<String, String>, node
         Some((i, _)) => Ok(i),
         None => {
             let listed: Vec<String> = reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
-            Err(format!("0/{} nodes are available: {}.", nodes.len(), listed.join(", ")))
+            Err(format!(
+                "0/{} nodes are available: {}.",
+                nodes.len(),
+                listed.join(", ")
+            ))
         }
     }
 }
@@ -165,7 +195,10 @@ struct State {
 }
 
 fn text(v: &Value, pointer: &str) -> String {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or_default().to_string()
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
 }
 
 impl State {
@@ -188,7 +221,11 @@ impl State {
                 if kind == EventKind::Deleted {
                     self.groups.remove(&key);
                 } else {
-                    let min = obj.value().pointer("/spec/minMember").and_then(Value::as_i64).unwrap_or(1);
+                    let min = obj
+                        .value()
+                        .pointer("/spec/minMember")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(1);
                     self.groups.insert(key, min);
                 }
                 self.retry_all = true;
@@ -202,7 +239,8 @@ impl State {
         let pod = obj.value();
         let node = text(&pod, "/spec/nodeName");
         let phase = text(&pod, "/status/phase");
-        let active = kind != EventKind::Deleted && !matches!(phase.as_str(), "Succeeded" | "Failed");
+        let active =
+            kind != EventKind::Deleted && !matches!(phase.as_str(), "Succeeded" | "Failed");
         if !node.is_empty() || !active {
             self.pending.remove(&key);
         }
@@ -212,7 +250,14 @@ impl State {
                 if let Some(n) = self.nodes.get_mut(&node) {
                     n.add(&requests, 1);
                 }
-                self.bound.insert(key, BoundPod { node, requests, gang: obj.labels.get(GROUP_LABEL).cloned() });
+                self.bound.insert(
+                    key,
+                    BoundPod {
+                        node,
+                        requests,
+                        gang: obj.labels.get(GROUP_LABEL).cloned(),
+                    },
+                );
             }
             return;
         }
@@ -227,18 +272,41 @@ impl State {
         if !active || !node.is_empty() || !ours || obj.deleting {
             return;
         }
-        let gang = (scheduler == GANG_SCHEDULER).then(|| obj.labels.get(GROUP_LABEL).cloned().unwrap_or_default());
-        let message = self.pending.get(&key).filter(|p| p.uid == obj.uid).and_then(|p| p.message.clone());
-        let order = self.pending.get(&key).filter(|p| p.uid == obj.uid).map_or(obj.rv, |p| p.order);
+        let gang = (scheduler == GANG_SCHEDULER)
+            .then(|| obj.labels.get(GROUP_LABEL).cloned().unwrap_or_default());
+        let message = self
+            .pending
+            .get(&key)
+            .filter(|p| p.uid == obj.uid)
+            .and_then(|p| p.message.clone());
+        let order = self
+            .pending
+            .get(&key)
+            .filter(|p| p.uid == obj.uid)
+            .map_or(obj.rv, |p| p.order);
         let selector = pod
             .pointer("/spec/nodeSelector")
             .and_then(Value::as_object)
-            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
             .unwrap_or_default();
         if !self.pending.contains_key(&key) {
             self.fresh.push(key.clone());
         }
-        self.pending.insert(key, PendingPod { uid: obj.uid.clone(), order, requests: quantity::pod_requests(&pod), selector, gang, message });
+        self.pending.insert(
+            key,
+            PendingPod {
+                uid: obj.uid.clone(),
+                order,
+                requests: quantity::pod_requests(&pod),
+                selector,
+                gang,
+                message,
+            },
+        );
     }
 
     /// Decides bindings and Unschedulable messages for the pods due a try.
@@ -246,7 +314,11 @@ impl State {
         let mut due: Vec<Key> = if std::mem::take(&mut self.retry_all) {
             self.pending.keys().cloned().collect()
         } else {
-            self.fresh.iter().filter(|k| self.pending.contains_key(*k)).cloned().collect()
+            self.fresh
+                .iter()
+                .filter(|k| self.pending.contains_key(*k))
+                .cloned()
+                .collect()
         };
         self.fresh.clear();
         due.sort_by_key(|k| self.pending.get(k).map_or(0, |p| p.order));
@@ -255,7 +327,9 @@ impl State {
         let mut failed: HashMap<(Resources, BTreeMap<String, String>), String> = HashMap::new();
         let mut gangs_done: Vec<Key> = Vec::new();
         for key in due {
-            let Some(pod) = self.pending.get(&key).cloned() else { continue };
+            let Some(pod) = self.pending.get(&key).cloned() else {
+                continue;
+            };
             if let Some(group) = &pod.gang {
                 let group_key = (key.0.clone(), group.clone());
                 if !gangs_done.contains(&group_key) {
@@ -272,16 +346,27 @@ impl State {
             match outcome {
                 Ok(i) => {
                     nodes[i].add(&pod.requests, 1);
-                    decisions.push(Decision::Bind { key, uid: pod.uid, node: nodes[i].name.clone() });
+                    decisions.push(Decision::Bind {
+                        key,
+                        uid: pod.uid,
+                        node: nodes[i].name.clone(),
+                    });
                 }
                 Err(message) => {
                     failed.insert(signature, message.clone());
-                    decisions.push(Decision::Unschedulable { key, uid: pod.uid, message });
+                    decisions.push(Decision::Unschedulable {
+                        key,
+                        uid: pod.uid,
+                        message,
+                    });
                 }
             }
         }
         decisions.retain(|d| match d {
-            Decision::Unschedulable { key, message, .. } => self.pending.get(key).is_some_and(|p| p.message.as_ref() != Some(message)),
+            Decision::Unschedulable { key, message, .. } => self
+                .pending
+                .get(key)
+                .is_some_and(|p| p.message.as_ref() != Some(message)),
             Decision::Bind { .. } => true,
         });
         for d in &decisions {
@@ -297,16 +382,28 @@ impl State {
     /// All-or-nothing: the group's pending pods are bound only if, together
     /// with the members already bound, at least minMember of them fit.
     fn plan_gang(&self, group: &Key, nodes: &mut [NodeState], decisions: &mut Vec<Decision>) {
-        let mut members: Vec<(&Key, &PendingPod)> = self.pending.iter().filter(|(k, p)| k.0 == group.0 && p.gang.as_ref() == Some(&group.1)).collect();
+        let mut members: Vec<(&Key, &PendingPod)> = self
+            .pending
+            .iter()
+            .filter(|(k, p)| k.0 == group.0 && p.gang.as_ref() == Some(&group.1))
+            .collect();
         members.sort_by_key(|(_, p)| p.order);
         let Some(min_member) = self.groups.get(group) else {
             for (key, pod) in members {
                 let message = format!("pod group \"{}\" not found", group.1);
-                decisions.push(Decision::Unschedulable { key: key.clone(), uid: pod.uid.clone(), message });
+                decisions.push(Decision::Unschedulable {
+                    key: key.clone(),
+                    uid: pod.uid.clone(),
+                    message,
+                });
             }
             return;
         };
-        let already = self.bound.iter().filter(|(k, b)| k.0 == group.0 && b.gang.as_ref() == Some(&group.1)).count() as i64;
+        let already = self
+            .bound
+            .iter()
+            .filter(|(k, b)| k.0 == group.0 && b.gang.as_ref() == Some(&group.1))
+            .count() as i64;
         let mut scratch = nodes.to_vec();
         let mut placed = Vec::new();
         let mut last_reason = String::new();
@@ -322,10 +419,21 @@ impl State {
         if already + placed.len() as i64 >= *min_member {
             nodes.clone_from_slice(&scratch);
             for (key, pod, i) in &placed {
-                decisions.push(Decision::Bind { key: (*key).clone(), uid: pod.uid.clone(), node: scratch[*i].name.clone() });
+                decisions.push(Decision::Bind {
+                    key: (*key).clone(),
+                    uid: pod.uid.clone(),
+                    node: scratch[*i].name.clone(),
+                });
             }
-            for (key, pod) in members.iter().filter(|(k, _)| !placed.iter().any(|(pk, _, _)| pk == k)) {
-                decisions.push(Decision::Unschedulable { key: (*key).clone(), uid: pod.uid.clone(), message: last_reason.clone() });
+            for (key, pod) in members
+                .iter()
+                .filter(|(k, _)| !placed.iter().any(|(pk, _, _)| pk == k))
+            {
+                decisions.push(Decision::Unschedulable {
+                    key: (*key).clone(),
+                    uid: pod.uid.clone(),
+                    message: last_reason.clone(),
+                });
             }
         } else {
             let message = format!(
@@ -333,10 +441,18 @@ impl State {
                 group.1,
                 already + placed.len() as i64,
                 min_member,
-                if last_reason.is_empty() { String::new() } else { format!("; {last_reason}") }
+                if last_reason.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {last_reason}")
+                }
             );
             for (key, pod) in members {
-                decisions.push(Decision::Unschedulable { key: key.clone(), uid: pod.uid.clone(), message: message.clone() });
+                decisions.push(Decision::Unschedulable {
+                    key: key.clone(),
+                    uid: pod.uid.clone(),
+                    message: message.clone(),
+                });
             }
         }
     }
@@ -344,8 +460,16 @@ impl State {
 
 #[derive(Debug)]
 enum Decision {
-    Bind { key: Key, uid: String, node: String },
-    Unschedulable { key: Key, uid: String, message: String },
+    Bind {
+        key: Key,
+        uid: String,
+        node: String,
+    },
+    Unschedulable {
+        key: Key,
+        uid: String,
+        message: String,
+    },
 }
 
 /// Runs the scheduler of `cluster` until the cluster shuts down.
@@ -373,7 +497,9 @@ pub async fn run(cluster: Arc<Cluster>) {
                 }
                 next = match events.try_recv() {
                     Ok(e) => Some(Ok(e)),
-                    Err(tokio::sync::broadcast::error::TryRecvError::Lagged(n)) => Some(Err(RecvError::Lagged(n))),
+                    Err(tokio::sync::broadcast::error::TryRecvError::Lagged(n)) => {
+                        Some(Err(RecvError::Lagged(n)))
+                    }
                     Err(_) => None,
                 };
             }
@@ -386,13 +512,19 @@ fn observe(state: &mut State, event: &Event) {
 }
 
 fn apply(cluster: &Cluster, decisions: Vec<Decision>) {
-    let Some(pods) = cluster.store.resource_type("", "pods") else { return };
+    let Some(pods) = cluster.store.resource_type("", "pods") else {
+        return;
+    };
     for decision in decisions {
         let (key, uid, manager) = match &decision {
             Decision::Bind { key, uid, .. } => (key, uid, DEFAULT_SCHEDULER),
             Decision::Unschedulable { key, uid, .. } => (key, uid, DEFAULT_SCHEDULER),
         };
-        let write = WriteMeta { manager: manager.into(), now: now(), dry_run: false };
+        let write = WriteMeta {
+            manager: manager.into(),
+            now: now(),
+            dry_run: false,
+        };
         let change = |mut pod: Value| -> super::error::ApiResult<Value> {
             if text(&pod, "/metadata/uid") != *uid || !text(&pod, "/spec/nodeName").is_empty() {
                 return Ok(pod);
@@ -411,7 +543,14 @@ fn apply(cluster: &Cluster, decisions: Vec<Decision>) {
             Ok(pod)
         };
         // The pod may be gone meanwhile; the next event corrects the view.
-        let _ = cluster.store.update(&pods, &key.0, &key.1, Scope::Whole, Change::Patch(&change), &write);
+        let _ = cluster.store.update(
+            &pods,
+            &key.0,
+            &key.1,
+            Scope::Whole,
+            Change::Patch(&change),
+            &write,
+        );
     }
 }
 
@@ -421,7 +560,9 @@ pub fn set_condition(pod: &mut Value, condition: Value) {
     if !pod.get("status").is_some_and(Value::is_object) {
         pod["status"] = json!({});
     }
-    let conditions = pod["status"].as_object_mut().map(|s| s.entry("conditions").or_insert_with(|| json!([])));
+    let conditions = pod["status"]
+        .as_object_mut()
+        .map(|s| s.entry("conditions").or_insert_with(|| json!([])));
     if let Some(Value::Array(list)) = conditions {
         let mut condition = condition;
         if let Some(existing) = list.iter().find(|c| c.get("type") == condition.get("type"))
@@ -443,14 +584,25 @@ mod tests {
     fn node(name: &str, gpus: i64) -> NodeState {
         NodeState {
             name: name.into(),
-            allocatable: [("cpu".to_string(), 8000), ("memory".to_string(), 1 << 40), ("nvidia.com/gpu".to_string(), gpus * 1000), ("pods".to_string(), 110_000)].into(),
+            allocatable: [
+                ("cpu".to_string(), 8000),
+                ("memory".to_string(), 1 << 40),
+                ("nvidia.com/gpu".to_string(), gpus * 1000),
+                ("pods".to_string(), 110_000),
+            ]
+            .into(),
             ready: true,
             ..Default::default()
         }
     }
 
     fn req(cpu: i64, gpus: i64) -> Resources {
-        [("cpu".to_string(), cpu * 1000), ("nvidia.com/gpu".to_string(), gpus * 1000), ("pods".to_string(), 1000)].into()
+        [
+            ("cpu".to_string(), cpu * 1000),
+            ("nvidia.com/gpu".to_string(), gpus * 1000),
+            ("pods".to_string(), 1000),
+        ]
+        .into()
     }
 
     #[test]
@@ -464,7 +616,10 @@ mod tests {
     #[test]
     fn reports_upstream_style_reasons() {
         let nodes = vec![node("a", 2), node("b", 2), node("c", 2), node("d", 2)];
-        assert_eq!(pick_node(&req(1, 8), &BTreeMap::new(), &nodes), Err("0/4 nodes are available: 4 Insufficient nvidia.com/gpu.".to_string()));
+        assert_eq!(
+            pick_node(&req(1, 8), &BTreeMap::new(), &nodes),
+            Err("0/4 nodes are available: 4 Insufficient nvidia.com/gpu.".to_string())
+        );
         let mut cordoned = node("e", 8);
         cordoned.unschedulable = true;
         let nodes = vec![node("a", 2), cordoned];
@@ -482,12 +637,28 @@ mod tests {
         let selector: BTreeMap<String, String> = [("zone".to_string(), "z1".to_string())].into();
         assert_eq!(pick_node(&req(1, 0), &selector, &nodes), Ok(1));
         let selector: BTreeMap<String, String> = [("zone".to_string(), "z2".to_string())].into();
-        assert_eq!(pick_node(&req(1, 0), &selector, &nodes), Err("0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.".to_string()));
+        assert_eq!(
+            pick_node(&req(1, 0), &selector, &nodes),
+            Err(
+                "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+                    .to_string()
+            )
+        );
     }
 
     fn pending(state: &mut State, name: &str, gpus: i64, gang: Option<&str>, order: u64) {
         let key = ("ns".to_string(), name.to_string());
-        state.pending.insert(key.clone(), PendingPod { uid: name.into(), order, requests: req(1, gpus), selector: BTreeMap::new(), gang: gang.map(str::to_string), message: None });
+        state.pending.insert(
+            key.clone(),
+            PendingPod {
+                uid: name.into(),
+                order,
+                requests: req(1, gpus),
+                selector: BTreeMap::new(),
+                gang: gang.map(str::to_string),
+                message: None,
+            },
+        );
         state.fresh.push(key);
     }
 
@@ -500,12 +671,26 @@ mod tests {
             pending(&mut state, name, 2, Some("g"), i as u64);
         }
         let decisions = state.plan();
-        assert_eq!(decisions.iter().filter(|d| matches!(d, Decision::Bind { .. })).count(), 0, "only 2 of 3 fit: nothing binds");
+        assert_eq!(
+            decisions
+                .iter()
+                .filter(|d| matches!(d, Decision::Bind { .. }))
+                .count(),
+            0,
+            "only 2 of 3 fit: nothing binds"
+        );
         assert!(decisions.iter().all(|d| matches!(d, Decision::Unschedulable { message, .. } if message.starts_with("pod group \"g\": 2 of minMember 3"))));
         state.nodes.insert("b".into(), node("b", 4));
         state.retry_all = true;
         let decisions = state.plan();
-        assert_eq!(decisions.iter().filter(|d| matches!(d, Decision::Bind { .. })).count(), 3, "with room for all, all bind");
+        assert_eq!(
+            decisions
+                .iter()
+                .filter(|d| matches!(d, Decision::Bind { .. }))
+                .count(),
+            3,
+            "with room for all, all bind"
+        );
     }
 
     #[test]

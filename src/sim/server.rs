@@ -18,7 +18,7 @@ use super::http::{
 use super::patch;
 use super::resources::ResourceType;
 use super::selector::{FieldSelector, LabelSelector};
-use super::store::{self, Change, Scope, DeleteOptions, Deletion, ListQuery, Stored, WriteMeta};
+use super::store::{self, Change, DeleteOptions, Deletion, ListQuery, Scope, Stored, WriteMeta};
 use super::{discovery, openapi, table, watch};
 
 /// A resource request after routing.
@@ -205,7 +205,11 @@ async fn resource(
         dry_run: query.get("dryRun").is_some(),
     };
     let store = &cluster.store;
-    let scope = if rr.status { Scope::Status } else { Scope::Main };
+    let scope = if rr.status {
+        Scope::Status
+    } else {
+        Scope::Main
+    };
     let ty = rr.ty.clone();
     let ns = rr.namespace.clone().unwrap_or_default();
     match (method, rr.name.clone()) {
@@ -229,8 +233,7 @@ async fn resource(
         (Method::PUT, Some(name)) => {
             let body = http::parse_json(&read_body(req).await?)?;
             let body = validate_custom(&rr, body, &query)?;
-            let updated =
-                store.update(&ty, &ns, &name, scope, Change::Replace(body), &write)?;
+            let updated = store.update(&ty, &ns, &name, scope, Change::Replace(body), &write)?;
             Ok(render_object(&rr, &updated, repr, StatusCode::OK))
         }
         (Method::PATCH, Some(name)) => {
@@ -282,14 +285,7 @@ async fn resource(
                         result.map_err(|e| patch_error(&ty, &name, e))?;
                         validate_custom(&rr, obj, &query)
                     };
-                    store.update(
-                        &ty,
-                        &ns,
-                        &name,
-                        scope,
-                        Change::Patch(&apply_patch),
-                        &write,
-                    )?
+                    store.update(&ty, &ns, &name, scope, Change::Patch(&apply_patch), &write)?
                 }
                 other => {
                     return Err(ApiError::unsupported_media_type(format!(

@@ -67,6 +67,9 @@ pub enum EventKind {
     Deleted,
 }
 
+/// An object with the id of its type.
+pub type TypedObject = (Arc<str>, Arc<Stored>);
+
 /// One change, as published to watches and kept in the history.
 #[derive(Debug)]
 pub struct Event {
@@ -400,13 +403,21 @@ impl Store {
 
     /// The current objects of the given types and a receiver of every later
     /// change, taken atomically (for the cluster's own components).
-    pub fn subscribe(&self, type_ids: &[&str]) -> (Vec<(Arc<str>, Arc<Stored>)>, broadcast::Receiver<Arc<Event>>) {
+    pub fn subscribe(
+        &self,
+        type_ids: &[&str],
+    ) -> (Vec<TypedObject>, broadcast::Receiver<Arc<Event>>) {
         let inner = self.lock();
         let objects = type_ids
             .iter()
             .flat_map(|id| {
                 let id: Arc<str> = (*id).into();
-                inner.tables.get(&*id).into_iter().flatten().map(move |(_, o)| (id.clone(), o.clone()))
+                inner
+                    .tables
+                    .get(&*id)
+                    .into_iter()
+                    .flatten()
+                    .map(move |(_, o)| (id.clone(), o.clone()))
             })
             .collect();
         (objects, inner.tx.subscribe())

@@ -1,0 +1,156 @@
+//! `TF_CONFIG`, the environment variable through which TensorFlow learns the
+//! cluster: `{"cluster":{"<type>":["<host>:<port>",…]},"task":{"type":"<type>","index":i},"environment":"cloud"}`.
+//!
+//! Every replica type with at least one replica is listed, evaluator
+//! included (as Kubeflow does). Keys come out in a fixed order (`cluster`,
+//! `task`, `environment`; replica types sorted by name) so the value is
+//! stable and comparable. Each peer's port is its own type's `tfjob-port`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{BuildError, JobRef, Topology, parse_template, replica_spec, tf_port};
+use crate::api::{ReplicaKey, ReplicaType, TensorFlowTrainingJob};
+
+/// The environment variable name.
+pub const TF_CONFIG_ENV: &str = "TF_CONFIG";
+
+#[derive(Serialize)]
+struct TfConfig {
+    cluster: BTreeMap<&'static str, Vec<String>>,
+    task: Task,
+    environment: &'static str,
+}
+
+#[derive(Serialize)]
+struct Task {
+    #[serde(rename = "type")]
+    replica_type: &'static str,
+    index: i32,
+}
+
+/// The `TF_CONFIG` value for replica `key` of `job` placed as `topology` says.
+pub fn tf_config(
+    job: &TensorFlowTrainingJob,
+    key: ReplicaKey,
+    topology: &Topology,
+) -> Result<String, BuildError> {
+    let job_ref = JobRef::of(job)?;
+    replica_spec(job, key)?;
+    let mut cluster = BTreeMap::new();
+    for replica_type in ReplicaType::ALL {
+        let Some(spec) = job.spec.replica_spec(replica_type) else {
+            continue;
+        };
+        if spec.replicas <= 0 {
+            continue;
+        }
+        let port = tf_port(&parse_template(replica_type, spec)?);
+        let hosts = (0..spec.replicas)
+            .map(|index| {
+                let peer = ReplicaKey::new(replica_type, index);
+                let service = peer.object_name(job_ref.name);
+                let host = topology.peer_host(key, peer, &service, job_ref.namespace);
+                format!("{host}:{port}")
+            })
+            .collect();
+        cluster.insert(replica_type.as_str(), hosts);
+    }
+    let config = TfConfig {
+        cluster,
+        task: Task {
+            replica_type: key.replica_type.as_str(),
+            index: key.index,
+        },
+        environment: "cloud",
+    };
+    serde_json::to_string(&config).map_err(|source| BuildError::Serialize {
+        what: "TF_CONFIG",
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::builders::test_support::*;
+
+    fn key(replica_type: ReplicaType, index: i32) -> ReplicaKey {
+        ReplicaKey::new(replica_type, index)
+    }
+
+    #[test]
+    fn one_cluster() {
+        let job = chief_workers_ps();
+        let topology = Topology::new("home");
+        assert_eq!(
+            tf_config(&job, key(ReplicaType::Worker, 1), &topology).expect("tf_config"),
+            r#"{"cluster":{"chief":["mnist-chief-0.team-a.svc:2222"],"ps":["mnist-ps-0.team-a.svc:2222"],"worker":["mnist-worker-0.team-a.svc:2222","mnist-worker-1.team-a.svc:2222"]},"task":{"type":"worker","index":1},"environment":"cloud"}"#
+        );
+        assert_eq!(
+            tf_config(&job, key(ReplicaType::Chief, 0), &topology).expect("tf_config"),
+            r#"{"cluster":{"chief":["mnist-chief-0.team-a.svc:2222"],"ps":["mnist-ps-0.team-a.svc:2222"],"worker":["mnist-worker-0.team-a.svc:2222","mnist-worker-1.team-a.svc:2222"]},"task":{"type":"chief","index":0},"environment":"cloud"}"#
+        );
+    }
+
+    #[test]
+    fn split_across_two_clusters() {
+        let job = chief_workers_ps();
+        let mut topology = Topology::new("home");
+        topology
+            .assign(key(ReplicaType::Worker, 1), "member-1")
+            .assign(key(ReplicaType::Ps, 0), "member-1")
+            .set_address_template("member-1", "{service}.{namespace}.{cluster}.example.org");
+        // worker-1 on member-1 reaches the ps locally and the rest through
+        // home's default (MCS) address.
+        assert_eq!(
+            tf_config(&job, key(ReplicaType::Worker, 1), &topology).expect("tf_config"),
+            r#"{"cluster":{"chief":["mnist-chief-0.team-a.svc.clusterset.local:2222"],"ps":["mnist-ps-0.team-a.svc:2222"],"worker":["mnist-worker-0.team-a.svc.clusterset.local:2222","mnist-worker-1.team-a.svc:2222"]},"task":{"type":"worker","index":1},"environment":"cloud"}"#
+        );
+        // The chief at home reaches member-1 through its template.
+        assert_eq!(
+            tf_config(&job, key(ReplicaType::Chief, 0), &topology).expect("tf_config"),
+            r#"{"cluster":{"chief":["mnist-chief-0.team-a.svc:2222"],"ps":["mnist-ps-0.team-a.member-1.example.org:2222"],"worker":["mnist-worker-0.team-a.svc:2222","mnist-worker-1.team-a.member-1.example.org:2222"]},"task":{"type":"chief","index":0},"environment":"cloud"}"#
+        );
+    }
+
+    #[test]
+    fn evaluator_and_named_ports() {
+        let mut ps = replica("ps", 1);
+        ps["template"]["spec"]["containers"][0]["ports"] =
+            json!([{"name": "tfjob-port", "containerPort": 3333}]);
+        let job = job(json!({"replicaSpecs": [
+            replica("worker", 1), ps, replica("evaluator", 1), replica("chief", 0)]}));
+        let value: serde_json::Value = serde_json::from_str(
+            &tf_config(&job, key(ReplicaType::Evaluator, 0), &Topology::new("home"))
+                .expect("tf_config"),
+        )
+        .expect("json");
+        assert_eq!(
+            value,
+            json!({
+                "cluster": {
+                    "evaluator": ["mnist-evaluator-0.team-a.svc:2222"],
+                    "ps": ["mnist-ps-0.team-a.svc:3333"],
+                    "worker": ["mnist-worker-0.team-a.svc:2222"],
+                },
+                "task": {"type": "evaluator", "index": 0},
+                "environment": "cloud",
+            })
+        );
+    }
+
+    #[test]
+    fn unknown_replica_is_an_error() {
+        let job = chief_workers_ps();
+        for missing in [key(ReplicaType::Worker, 2), key(ReplicaType::Evaluator, 0)] {
+            assert!(matches!(
+                tf_config(&job, missing, &Topology::new("home")),
+                Err(BuildError::UnknownReplica(k)) if k == missing
+            ));
+        }
+    }
+}

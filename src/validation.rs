@@ -1,0 +1,835 @@
+//! Validation of a `TensorFlowTrainingJob` spec, with no API calls.
+//!
+//! Every rule runs and every violation is reported, joined with "; ", in the
+//! style of Kubernetes field errors (`<path>: Unsupported value: …`,
+//! `Invalid value`, `Required value`, `Duplicate value`, `Forbidden`), so a
+//! user can fix all of them at once. The controller turns a failure into phase
+//! Failed with reason [`INVALID_SPEC_REASON`].
+//!
+//! The CRD schema deliberately leaves these checks to this module (no enums or
+//! bounds in the schema), so the API server and the simulator store the job and
+//! the user sees the message in the job's status.
+//!
+//! `validate_update` holds the rules that compare two generations of a job
+//! (only `resumeSpecs` immutability); it does not re-run `validate`.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use crate::api::{
+    CleanUpPolicy, FederationPolicy, FederationStrategy, PodTemplate, ReplicaType, RestartPolicy,
+    TENSORFLOW_CONTAINER, TensorFlowTrainingJob, TensorFlowTrainingJobSpec,
+};
+
+/// The condition and Event reason for a job that fails validation.
+pub const INVALID_SPEC_REASON: &str = "InvalidSpec";
+
+/// The longest DNS-1035 label (a Service name).
+const MAX_LABEL_LENGTH: usize = 63;
+
+/// The port name whose number the controller uses for TF_CONFIG.
+const TF_PORT_NAME: &str = "tfjob-port";
+
+/// One violated rule, e.g. `spec.replicaSpecs[0].replicas: Invalid value: -1: …`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// The path of the offending field, e.g. `spec.replicaSpecs[2].type`.
+    pub field: String,
+    /// What is wrong, starting with the Kubernetes error kind.
+    pub message: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// Every rule a job violates, in spec order.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", join(.errors))]
+pub struct ValidationError {
+    pub errors: Vec<FieldError>,
+}
+
+fn join(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Collects errors while the rules run.
+#[derive(Default)]
+struct Errors(Vec<FieldError>);
+
+impl Errors {
+    fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError {
+            field: field.into(),
+            message: message.into(),
+        });
+    }
+
+    fn required(&mut self, field: impl Into<String>, detail: &str) {
+        self.push(field, format!("Required value: {detail}"));
+    }
+
+    fn invalid(&mut self, field: impl Into<String>, value: impl fmt::Display, detail: &str) {
+        self.push(field, format!("Invalid value: {value}: {detail}"));
+    }
+
+    fn unsupported(&mut self, field: impl Into<String>, value: &str, supported: &[&str]) {
+        let list = supported
+            .iter()
+            .map(|s| format!("{s:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.push(
+            field,
+            format!("Unsupported value: {value:?}: supported values: {list}"),
+        );
+    }
+
+    fn duplicate(&mut self, field: impl Into<String>, value: &str) {
+        self.push(field, format!("Duplicate value: {value:?}"));
+    }
+
+    fn into_result(self) -> Result<(), ValidationError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(ValidationError { errors: self.0 })
+        }
+    }
+}
+
+/// Checks a job's name and spec against every rule of ARCHITECTURE.md §4.
+pub fn validate(job: &TensorFlowTrainingJob) -> Result<(), ValidationError> {
+    let mut errors = Errors::default();
+    let spec = &job.spec;
+    match job.metadata.name.as_deref() {
+        Some(name) if !name.is_empty() => check_implied_names(name, spec, &mut errors),
+        _ => errors.required("metadata.name", "the job needs a name"),
+    }
+    check_replica_specs(spec, &mut errors);
+    check_run_mode(spec, &mut errors);
+    check_run_policy(spec, &mut errors);
+    check_scheduler(spec, &mut errors);
+    if let Some(tensorboard) = &spec.tensorboard_spec
+        && tensorboard.training_log_filesets.is_empty()
+    {
+        errors.required(
+            "spec.tensorboardSpec.trainingLogFilesets",
+            "at least one fileset holding the training logs is needed",
+        );
+    }
+    errors.into_result()
+}
+
+/// Checks the rules that compare the stored job with an update of it.
+pub fn validate_update(
+    old: &TensorFlowTrainingJob,
+    new: &TensorFlowTrainingJob,
+) -> Result<(), ValidationError> {
+    let mut errors = Errors::default();
+    if old.spec.resume_specs() != new.spec.resume_specs() {
+        errors.push(
+            "spec.runMode.pause.resumeSpecs",
+            "Forbidden: resumeSpecs may not change after the job is created; \
+             set them before pausing (restore the previous value)",
+        );
+    }
+    errors.into_result()
+}
+
+/// Pods and services are named `<job>-<type>-<index>`; the service name must
+/// be a DNS-1035 label. Reports the longest implied name that is not.
+fn check_implied_names(name: &str, spec: &TensorFlowTrainingJobSpec, errors: &mut Errors) {
+    let longest = ReplicaType::ALL
+        .into_iter()
+        .filter(|t| spec.replicas_of(*t) > 0)
+        .map(|t| format!("{name}-{t}-{}", spec.replicas_of(t) - 1))
+        .max_by_key(String::len);
+    let Some(service) = longest else {
+        return;
+    };
+    if service.len() > MAX_LABEL_LENGTH {
+        let suffix = service.len() - name.len();
+        errors.invalid(
+            "metadata.name",
+            format_args!("{name:?}"),
+            &format!(
+                "the pod and service name {service:?} it implies is {} characters, more than \
+                 the {MAX_LABEL_LENGTH} a DNS-1035 label allows; use a job name of at most {} \
+                 characters",
+                service.len(),
+                MAX_LABEL_LENGTH.saturating_sub(suffix)
+            ),
+        );
+    } else if !is_dns1035_label(&service) {
+        errors.invalid(
+            "metadata.name",
+            format_args!("{name:?}"),
+            &format!(
+                "the service name {service:?} it implies must be a DNS-1035 label: lower-case \
+                 letters, digits and '-', starting with a letter"
+            ),
+        );
+    }
+}
+
+/// `[a-z]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+fn is_dns1035_label(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
+        return false;
+    };
+    bytes.len() <= MAX_LABEL_LENGTH
+        && first.is_ascii_lowercase()
+        && (last.is_ascii_lowercase() || last.is_ascii_digit())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+}
+
+fn replica_type_names() -> Vec<&'static str> {
+    ReplicaType::ALL.iter().map(|t| t.as_str()).collect()
+}
+
+fn check_replica_specs(spec: &TensorFlowTrainingJobSpec, errors: &mut Errors) {
+    if spec.replica_specs.is_empty() {
+        errors.required("spec.replicaSpecs", "at least one replica spec is needed");
+        return;
+    }
+    let mut seen = BTreeSet::new();
+    for (i, replica) in spec.replica_specs.iter().enumerate() {
+        let path = format!("spec.replicaSpecs[{i}]");
+        match replica.parsed_type() {
+            None if replica.replica_type.is_empty() => {
+                errors.required(
+                    format!("{path}.type"),
+                    "one of chief, worker, ps, evaluator",
+                );
+            }
+            None => errors.unsupported(
+                format!("{path}.type"),
+                &replica.replica_type,
+                &replica_type_names(),
+            ),
+            Some(t) if !seen.insert(t) => errors.duplicate(format!("{path}.type"), t.as_str()),
+            Some(ReplicaType::Chief) if replica.replicas > 1 => errors.invalid(
+                format!("{path}.replicas"),
+                replica.replicas,
+                "a job may have at most one chief",
+            ),
+            Some(_) => {}
+        }
+        if replica.replicas < 0 {
+            errors.invalid(
+                format!("{path}.replicas"),
+                replica.replicas,
+                "must be greater than or equal to 0",
+            );
+        }
+        if let Some(policy) = &replica.restart_policy
+            && RestartPolicy::parse(policy).is_none()
+        {
+            let supported: Vec<&str> = RestartPolicy::ALL.iter().map(|p| p.as_str()).collect();
+            errors.unsupported(format!("{path}.restartPolicy"), policy, &supported);
+        }
+        check_template(&replica.template, &format!("{path}.template"), errors);
+    }
+    if spec.master().is_none() && spec.replica_specs.iter().all(|r| r.parsed_type().is_some()) {
+        errors.required(
+            "spec.replicaSpecs",
+            "a chief or at least one worker is needed: the master replica (chief, else \
+             worker-0) decides when the job succeeds",
+        );
+    }
+}
+
+fn check_template(template: &PodTemplate, path: &str, errors: &mut Errors) {
+    let template = match template.parse() {
+        Ok(template) => template,
+        Err(error) => {
+            // The message already says what was expected ("invalid type: …").
+            errors.push(
+                format!("{path}.{}", error.path),
+                format!("Invalid value: {}", error.message),
+            );
+            return;
+        }
+    };
+    let containers = template
+        .spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or_default();
+    let Some((c, main)) = containers
+        .iter()
+        .enumerate()
+        .find(|(_, c)| c.name == TENSORFLOW_CONTAINER)
+    else {
+        errors.required(
+            format!("{path}.spec.containers"),
+            &format!("a container named {TENSORFLOW_CONTAINER:?} (the main container) is needed"),
+        );
+        return;
+    };
+    for (p, port) in main.ports.iter().flatten().enumerate() {
+        if port.name.as_deref() == Some(TF_PORT_NAME) && !(1..=65535).contains(&port.container_port)
+        {
+            errors.invalid(
+                format!("{path}.spec.containers[{c}].ports[{p}].containerPort"),
+                port.container_port,
+                "must be between 1 and 65535, inclusive",
+            );
+        }
+    }
+}
+
+/// Checks that each run-mode entry names a distinct replica type of the job.
+fn check_mode_types<'a>(
+    types: impl Iterator<Item = &'a str>,
+    path: &str,
+    spec: &TensorFlowTrainingJobSpec,
+    errors: &mut Errors,
+) {
+    let mut seen = BTreeSet::new();
+    for (i, value) in types.enumerate() {
+        let field = format!("{path}[{i}].type");
+        match ReplicaType::parse(value) {
+            None => errors.unsupported(field, value, &replica_type_names()),
+            Some(t) if !seen.insert(t) => errors.duplicate(field, value),
+            Some(t) if spec.replica_spec(t).is_none() => errors.invalid(
+                field,
+                format_args!("{value:?}"),
+                &format!("the job has no {t} replica spec"),
+            ),
+            Some(_) => {}
+        }
+    }
+}
+
+fn check_enable_conflict(
+    enabled: Option<bool>,
+    enable: Option<bool>,
+    path: &str,
+    errors: &mut Errors,
+) {
+    if let (Some(enabled), Some(enable)) = (enabled, enable)
+        && enabled != enable
+    {
+        errors.invalid(
+            format!("{path}.enable"),
+            enable,
+            &format!("conflicts with {path}.enabled ({enabled}); set only enabled"),
+        );
+    }
+}
+
+fn check_command(command: Option<&Vec<String>>, field: String, errors: &mut Errors) {
+    if command.is_some_and(Vec::is_empty) {
+        errors.invalid(field, "[]", "must not be empty when given");
+    }
+}
+
+fn check_run_mode(spec: &TensorFlowTrainingJobSpec, errors: &mut Errors) {
+    let Some(mode) = &spec.run_mode else {
+        return;
+    };
+    if let Some(debug) = &mode.debug {
+        let path = "spec.runMode.debug";
+        check_enable_conflict(debug.enabled, debug.enable, path, errors);
+        let list = format!("{path}.replicaSpecs");
+        check_mode_types(
+            debug.replica_specs.iter().map(|s| s.replica_type.as_str()),
+            &list,
+            spec,
+            errors,
+        );
+        for (i, s) in debug.replica_specs.iter().enumerate() {
+            check_command(s.command.as_ref(), format!("{list}[{i}].command"), errors);
+        }
+    }
+    if let Some(pause) = &mode.pause {
+        let path = "spec.runMode.pause";
+        check_enable_conflict(pause.enabled, pause.enable, path, errors);
+        let list = format!("{path}.resumeSpecs");
+        check_mode_types(
+            pause.resume_specs.iter().map(|s| s.replica_type.as_str()),
+            &list,
+            spec,
+            errors,
+        );
+        for (i, s) in pause.resume_specs.iter().enumerate() {
+            check_command(s.command.as_ref(), format!("{list}[{i}].command"), errors);
+        }
+    }
+}
+
+fn check_run_policy(spec: &TensorFlowTrainingJobSpec, errors: &mut Errors) {
+    let Some(policy) = &spec.run_policy else {
+        return;
+    };
+    if let Some(limit) = policy.backoff_limit
+        && limit < 0
+    {
+        errors.invalid(
+            "spec.runPolicy.backoffLimit",
+            limit,
+            "must be greater than or equal to 0",
+        );
+    }
+    if let Some(seconds) = policy.active_deadline_seconds
+        && seconds <= 0
+    {
+        errors.invalid(
+            "spec.runPolicy.activeDeadlineSeconds",
+            seconds,
+            "must be greater than 0",
+        );
+    }
+    if let Some(value) = &policy.clean_up_policy
+        && CleanUpPolicy::parse(value).is_none()
+    {
+        let supported: Vec<&str> = CleanUpPolicy::ALL.iter().map(|p| p.as_str()).collect();
+        errors.unsupported("spec.runPolicy.cleanUpPolicy", value, &supported);
+    }
+}
+
+fn check_scheduler(spec: &TensorFlowTrainingJobSpec, errors: &mut Errors) {
+    if let Some(t9k) = spec.t9k_scheduler() {
+        let path = "spec.scheduler.t9kScheduler";
+        if t9k.queue.is_empty() {
+            errors.required(format!("{path}.queue"), "the queue of the PodGroup");
+        }
+        if let Some(priority) = t9k.priority
+            && !(0..=100).contains(&priority)
+        {
+            errors.invalid(
+                format!("{path}.priority"),
+                priority,
+                "must be between 0 and 100, inclusive",
+            );
+        }
+    }
+    if let Some(federation) = spec.federation() {
+        check_federation(federation, errors);
+    }
+}
+
+fn check_federation(federation: &FederationPolicy, errors: &mut Errors) {
+    let path = "spec.scheduler.federation";
+    match federation.parsed_strategy() {
+        None => {
+            let supported: Vec<&str> = FederationStrategy::ALL.iter().map(|s| s.as_str()).collect();
+            errors.unsupported(format!("{path}.strategy"), &federation.strategy, &supported);
+        }
+        Some(FederationStrategy::Weighted) if federation.weights.values().all(|w| *w <= 0) => {
+            errors.required(
+                format!("{path}.weights"),
+                "the Weighted strategy needs a positive weight for at least one cluster",
+            );
+        }
+        Some(_) => {}
+    }
+    for (cluster, weight) in &federation.weights {
+        if *weight < 0 {
+            errors.invalid(
+                format!("{path}.weights[{cluster}]"),
+                weight,
+                "must be greater than or equal to 0",
+            );
+        }
+    }
+    let expressions = federation
+        .cluster_selector
+        .as_ref()
+        .and_then(|s| s.match_expressions.as_ref());
+    for (i, requirement) in expressions.into_iter().flatten().enumerate() {
+        let field = format!("{path}.clusterSelector.matchExpressions[{i}]");
+        let has_values = requirement.values.as_ref().is_some_and(|v| !v.is_empty());
+        match requirement.operator.as_str() {
+            "In" | "NotIn" if !has_values => errors.required(
+                format!("{field}.values"),
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            ),
+            "Exists" | "DoesNotExist" if has_values => errors.push(
+                format!("{field}.values"),
+                "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            ),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            other => errors.unsupported(
+                format!("{field}.operator"),
+                other,
+                &["In", "NotIn", "Exists", "DoesNotExist"],
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn container(name: &str) -> Value {
+        json!({"name": name, "image": "tensorflow/tensorflow:2.15.0"})
+    }
+
+    fn replica(replica_type: &str, replicas: i64) -> Value {
+        json!({"type": replica_type, "replicas": replicas,
+            "template": {"spec": {"containers": [container("tensorflow")]}}})
+    }
+
+    fn job(name: &str, spec: Value) -> TensorFlowTrainingJob {
+        serde_json::from_value(json!({
+            "apiVersion": "batch.tensorstack.dev/v1beta1",
+            "kind": "TensorFlowTrainingJob",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": spec,
+        }))
+        .expect("job parses")
+    }
+
+    fn valid_spec() -> Value {
+        json!({"replicaSpecs": [replica("chief", 1), replica("worker", 2), replica("ps", 1)]})
+    }
+
+    /// The error messages of a job that must fail validation.
+    fn errors_of(job: &TensorFlowTrainingJob) -> Vec<String> {
+        validate(job)
+            .expect_err("the job is invalid")
+            .errors
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    fn errors_for(spec: Value) -> Vec<String> {
+        errors_of(&job("mnist", spec))
+    }
+
+    #[test]
+    fn a_valid_job_passes() {
+        assert_eq!(validate(&job("mnist", valid_spec())), Ok(()));
+    }
+
+    #[test]
+    fn unknown_replica_type() {
+        let mut spec = valid_spec();
+        spec["replicaSpecs"][2]["type"] = json!("master");
+        assert_eq!(
+            errors_for(spec),
+            [
+                r#"spec.replicaSpecs[2].type: Unsupported value: "master": supported values: "chief", "worker", "ps", "evaluator""#
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_replica_type() {
+        let errors = errors_for(json!({"replicaSpecs": [
+            replica("worker", 1),
+            {"template": {"spec": {"containers": [container("tensorflow")]}}},
+        ]}));
+        assert_eq!(
+            errors,
+            ["spec.replicaSpecs[1].type: Required value: one of chief, worker, ps, evaluator"]
+        );
+    }
+
+    #[test]
+    fn more_than_one_chief() {
+        let errors = errors_for(json!({"replicaSpecs": [replica("chief", 2)]}));
+        assert_eq!(
+            errors,
+            ["spec.replicaSpecs[0].replicas: Invalid value: 2: a job may have at most one chief"]
+        );
+        let errors =
+            errors_for(json!({"replicaSpecs": [replica("chief", 1), replica("chief", 1)]}));
+        assert_eq!(
+            errors,
+            [r#"spec.replicaSpecs[1].type: Duplicate value: "chief""#]
+        );
+    }
+
+    #[test]
+    fn duplicate_replica_types() {
+        let errors = errors_for(json!({"replicaSpecs": [
+            replica("worker", 1), replica("ps", 1), replica("worker", 3)]}));
+        assert_eq!(
+            errors,
+            [r#"spec.replicaSpecs[2].type: Duplicate value: "worker""#]
+        );
+    }
+
+    #[test]
+    fn negative_replicas() {
+        let errors =
+            errors_for(json!({"replicaSpecs": [replica("chief", 1), replica("worker", -1)]}));
+        assert_eq!(
+            errors,
+            [
+                "spec.replicaSpecs[1].replicas: Invalid value: -1: must be greater than or equal to 0"
+            ]
+        );
+    }
+
+    #[test]
+    fn template_without_tensorflow_container() {
+        let errors = errors_for(json!({"replicaSpecs": [
+            replica("chief", 1),
+            {"type": "worker", "template": {"spec": {"containers": [container("trainer")]}}},
+            {"type": "ps", "template": {}},
+        ]}));
+        assert_eq!(
+            errors,
+            [
+                r#"spec.replicaSpecs[1].template.spec.containers: Required value: a container named "tensorflow" (the main container) is needed"#,
+                r#"spec.replicaSpecs[2].template.spec.containers: Required value: a container named "tensorflow" (the main container) is needed"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_template() {
+        let mut spec = valid_spec();
+        spec["replicaSpecs"][1]["template"]["spec"]["containers"][0]["ports"] =
+            json!([{"name": "tfjob-port", "containerPort": "2222"}]);
+        assert_eq!(
+            errors_for(spec),
+            [
+                r#"spec.replicaSpecs[1].template.spec.containers[0].ports[0].containerPort: Invalid value: invalid type: string "2222", expected i32"#
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_tfjob_port() {
+        let mut spec = valid_spec();
+        spec["replicaSpecs"][1]["template"]["spec"]["containers"] = json!([
+            container("sidecar"),
+            {"name": "tensorflow", "ports": [{"name": "tfjob-port", "containerPort": 0}]},
+        ]);
+        assert_eq!(
+            errors_for(spec),
+            [
+                "spec.replicaSpecs[1].template.spec.containers[1].ports[0].containerPort: Invalid value: 0: must be between 1 and 65535, inclusive"
+            ]
+        );
+    }
+
+    #[test]
+    fn job_name_too_long_for_the_names_it_implies() {
+        // 51 + "-evaluator-0" = 63: the longest name that fits.
+        let fits = "a".repeat(51);
+        let spec = json!({"replicaSpecs": [replica("worker", 1), replica("evaluator", 1)]});
+        assert_eq!(validate(&job(&fits, spec.clone())), Ok(()));
+        let long = "a".repeat(52);
+        assert_eq!(
+            errors_of(&job(&long, spec)),
+            [format!(
+                "metadata.name: Invalid value: \"{long}\": the pod and service name \
+                 \"{long}-evaluator-0\" it implies is 64 characters, more than the 63 a \
+                 DNS-1035 label allows; use a job name of at most 51 characters"
+            )]
+        );
+        // Eleven workers need two digits for the last index.
+        let name = "b".repeat(53);
+        let spec = json!({"replicaSpecs": [replica("worker", 11)]});
+        assert_eq!(validate(&job(&name, spec.clone())), Ok(()));
+        let name = "b".repeat(54);
+        assert!(errors_of(&job(&name, spec))[0].contains(&format!("\"{name}-worker-10\"")));
+    }
+
+    #[test]
+    fn job_name_that_is_not_a_dns_label() {
+        let errors = errors_of(&job("mnist.v2", valid_spec()));
+        assert_eq!(
+            errors,
+            [
+                "metadata.name: Invalid value: \"mnist.v2\": the service name \"mnist.v2-worker-1\" it implies must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter"
+            ]
+        );
+        assert!(errors_of(&job("2mnist", valid_spec()))[0].starts_with("metadata.name"));
+    }
+
+    #[test]
+    fn empty_replica_specs() {
+        assert_eq!(
+            errors_for(json!({"replicaSpecs": []})),
+            ["spec.replicaSpecs: Required value: at least one replica spec is needed"]
+        );
+        assert_eq!(
+            errors_for(json!({})),
+            ["spec.replicaSpecs: Required value: at least one replica spec is needed"]
+        );
+    }
+
+    #[test]
+    fn no_master_replica() {
+        let errors = errors_for(json!({"replicaSpecs": [replica("ps", 1), replica("worker", 0)]}));
+        assert_eq!(
+            errors,
+            [
+                "spec.replicaSpecs: Required value: a chief or at least one worker is needed: the master replica (chief, else worker-0) decides when the job succeeds"
+            ]
+        );
+    }
+
+    #[test]
+    fn run_policy_bounds() {
+        let mut spec = valid_spec();
+        spec["runPolicy"] =
+            json!({"backoffLimit": -1, "activeDeadlineSeconds": -5, "cleanUpPolicy": "some"});
+        assert_eq!(
+            errors_for(spec),
+            [
+                "spec.runPolicy.backoffLimit: Invalid value: -1: must be greater than or equal to 0",
+                "spec.runPolicy.activeDeadlineSeconds: Invalid value: -5: must be greater than 0",
+                r#"spec.runPolicy.cleanUpPolicy: Unsupported value: "some": supported values: "all", "unfinished", "none""#,
+            ]
+        );
+        let mut spec = valid_spec();
+        spec["runPolicy"] =
+            json!({"backoffLimit": 0, "activeDeadlineSeconds": 60, "cleanUpPolicy": "Unfinished"});
+        assert_eq!(validate(&job("mnist", spec)), Ok(()));
+    }
+
+    #[test]
+    fn unknown_restart_policy() {
+        let mut spec = valid_spec();
+        spec["replicaSpecs"][1]["restartPolicy"] = json!("onFailure");
+        assert_eq!(
+            errors_for(spec),
+            [
+                r#"spec.replicaSpecs[1].restartPolicy: Unsupported value: "onFailure": supported values: "Never", "OnFailure", "Always", "ExitCode""#
+            ]
+        );
+    }
+
+    #[test]
+    fn priority_and_queue() {
+        let mut spec = valid_spec();
+        spec["scheduler"] = json!({"t9kScheduler": {"priority": 101}});
+        assert_eq!(
+            errors_for(spec),
+            [
+                "spec.scheduler.t9kScheduler.queue: Required value: the queue of the PodGroup",
+                "spec.scheduler.t9kScheduler.priority: Invalid value: 101: must be between 0 and 100, inclusive",
+            ]
+        );
+        let mut spec = valid_spec();
+        spec["scheduler"] = json!({"t9kScheduler": {"queue": "default", "priority": 100}});
+        assert_eq!(validate(&job("mnist", spec)), Ok(()));
+    }
+
+    #[test]
+    fn federation_rules() {
+        let mut spec = valid_spec();
+        spec["scheduler"] = json!({"federation": {
+            "strategy": "Random",
+            "weights": {"member-1": -1},
+            "clusterSelector": {"matchExpressions": [
+                {"key": "zone", "operator": "In"},
+                {"key": "gpu", "operator": "Exists", "values": ["a"]},
+                {"key": "x", "operator": "Near"},
+            ]},
+        }});
+        assert_eq!(
+            errors_for(spec),
+            [
+                r#"spec.scheduler.federation.strategy: Unsupported value: "Random": supported values: "Pack", "Spread", "Weighted""#,
+                "spec.scheduler.federation.weights[member-1]: Invalid value: -1: must be greater than or equal to 0",
+                "spec.scheduler.federation.clusterSelector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
+                "spec.scheduler.federation.clusterSelector.matchExpressions[1].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                r#"spec.scheduler.federation.clusterSelector.matchExpressions[2].operator: Unsupported value: "Near": supported values: "In", "NotIn", "Exists", "DoesNotExist""#,
+            ]
+        );
+        let mut spec = valid_spec();
+        spec["scheduler"] = json!({"federation": {"strategy": "Weighted"}});
+        assert_eq!(
+            errors_for(spec),
+            [
+                "spec.scheduler.federation.weights: Required value: the Weighted strategy needs a positive weight for at least one cluster"
+            ]
+        );
+        let mut spec = valid_spec();
+        spec["scheduler"] = json!({"federation": {"strategy": "Weighted",
+            "weights": {"home": 1, "member-1": 0}, "clusterNames": ["home", "member-1"]}});
+        assert_eq!(validate(&job("mnist", spec)), Ok(()));
+    }
+
+    #[test]
+    fn run_mode_types_must_be_in_the_job() {
+        let mut spec = valid_spec();
+        spec["runMode"] = json!({
+            "debug": {"enabled": true, "replicaSpecs": [
+                {"type": "worker", "command": []},
+                {"type": "master"},
+                {"type": "worker"},
+            ]},
+            "pause": {"enable": true, "enabled": false, "resumeSpecs": [{"type": "evaluator"}]},
+        });
+        assert_eq!(
+            errors_for(spec),
+            [
+                r#"spec.runMode.debug.replicaSpecs[1].type: Unsupported value: "master": supported values: "chief", "worker", "ps", "evaluator""#,
+                r#"spec.runMode.debug.replicaSpecs[2].type: Duplicate value: "worker""#,
+                "spec.runMode.debug.replicaSpecs[0].command: Invalid value: []: must not be empty when given",
+                "spec.runMode.pause.enable: Invalid value: true: conflicts with spec.runMode.pause.enabled (false); set only enabled",
+                r#"spec.runMode.pause.resumeSpecs[0].type: Invalid value: "evaluator": the job has no evaluator replica spec"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn tensorboard_needs_filesets() {
+        let mut spec = valid_spec();
+        spec["tensorboardSpec"] = json!({"image": "tensorflow/tensorflow:2.15.0"});
+        assert_eq!(
+            errors_for(spec),
+            [
+                "spec.tensorboardSpec.trainingLogFilesets: Required value: at least one fileset holding the training logs is needed"
+            ]
+        );
+    }
+
+    #[test]
+    fn all_errors_are_reported_joined() {
+        let error = validate(&job(
+            "mnist",
+            json!({"replicaSpecs": [replica("master", 1), replica("worker", -2)]}),
+        ))
+        .expect_err("invalid");
+        assert_eq!(error.errors.len(), 2);
+        assert_eq!(
+            error.to_string(),
+            format!("{}; {}", error.errors[0], error.errors[1])
+        );
+    }
+
+    #[test]
+    fn resume_specs_may_not_change() {
+        let mut spec = valid_spec();
+        spec["runMode"] = json!({"pause": {"enabled": true,
+            "resumeSpecs": [{"type": "worker", "command": ["python", "resume.py"]}]}});
+        let old = job("mnist", spec.clone());
+        // Toggling pause is fine.
+        spec["runMode"]["pause"]["enabled"] = json!(false);
+        assert_eq!(validate_update(&old, &job("mnist", spec.clone())), Ok(()));
+        spec["runMode"]["pause"]["resumeSpecs"][0]["args"] = json!(["--epochs", "3"]);
+        let error = validate_update(&old, &job("mnist", spec)).expect_err("changed");
+        assert_eq!(
+            error.to_string(),
+            "spec.runMode.pause.resumeSpecs: Forbidden: resumeSpecs may not change after the \
+             job is created; set them before pausing (restore the previous value)"
+        );
+        // Removing the pause section removes the resume specs: also a change.
+        assert!(validate_update(&old, &job("mnist", valid_spec())).is_err());
+    }
+}

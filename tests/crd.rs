@@ -1,0 +1,189 @@
+//! The CRDs: the committed copy matches the generated one, the schema is
+//! structural, the example jobs parse and validate, and a simulated cluster
+//! driven by the real kubectl accepts the CRD and the examples (strict field
+//! validation, so a field the schema lacks fails) and prints the columns.
+
+#[path = "common/kubectl.rs"]
+mod kubectl_support;
+
+use std::path::{Path, PathBuf};
+
+use kubectl_support::Kubectl;
+use serde_json::Value;
+use tfjob_federator::api::{self, TensorFlowTrainingJob};
+use tfjob_federator::validation;
+
+const COMMITTED: &str = "deploy/crds/crds.yaml";
+
+fn repo_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+#[test]
+fn committed_crds_match_the_generated_ones() {
+    let generated = api::crds_yaml().expect("CRDs serialize");
+    let committed = std::fs::read_to_string(repo_path(COMMITTED)).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "{COMMITTED} is out of date with the API types; regenerate it with \
+         `cargo run -- crd > {COMMITTED}` and commit the result"
+    );
+}
+
+/// Kubernetes' structural-schema rules, as far as our generator could break
+/// them: every node has a type (unless int-or-string or preserving unknown
+/// fields), no `$ref`, no logical junctors carrying types.
+fn check_structural(node: &Value, path: &str, problems: &mut Vec<String>) {
+    let Some(object) = node.as_object() else {
+        problems.push(format!("{path}: not an object"));
+        return;
+    };
+    let flag = |name: &str| object.get(name).and_then(Value::as_bool) == Some(true);
+    let int_or_string = flag("x-kubernetes-int-or-string");
+    if object.get("type").and_then(Value::as_str).is_none()
+        && !int_or_string
+        && !flag("x-kubernetes-preserve-unknown-fields")
+    {
+        problems.push(format!("{path}: no type"));
+    }
+    if object.contains_key("$ref") {
+        problems.push(format!("{path}: $ref"));
+    }
+    for junctor in ["anyOf", "oneOf", "allOf", "not"] {
+        if object.contains_key(junctor) && !int_or_string {
+            problems.push(format!("{path}: {junctor}"));
+        }
+    }
+    if let Some(properties) = object.get("properties").and_then(Value::as_object) {
+        if object.get("type").and_then(Value::as_str) != Some("object") {
+            problems.push(format!("{path}: properties on a non-object"));
+        }
+        for (name, child) in properties {
+            check_structural(child, &format!("{path}.{name}"), problems);
+        }
+    }
+    if let Some(additional) = object.get("additionalProperties").filter(|a| a.is_object()) {
+        check_structural(additional, &format!("{path}[*]"), problems);
+    }
+    if let Some(items) = object.get("items") {
+        check_structural(items, &format!("{path}[]"), problems);
+    }
+}
+
+#[test]
+fn crds_are_structural_with_status_and_columns() {
+    for crd in api::crds() {
+        let crd = serde_json::to_value(&crd).expect("CRD serializes");
+        let name = crd["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        for version in crd["spec"]["versions"].as_array().into_iter().flatten() {
+            let mut problems = Vec::new();
+            check_structural(
+                &version["schema"]["openAPIV3Schema"],
+                "openAPIV3Schema",
+                &mut problems,
+            );
+            assert!(problems.is_empty(), "{name}: not structural: {problems:#?}");
+            assert_eq!(
+                version["subresources"]["status"],
+                serde_json::json!({}),
+                "{name}"
+            );
+        }
+    }
+    let crd = serde_json::to_value(api::crds()[0].clone()).expect("CRD serializes");
+    assert_eq!(
+        crd["spec"]["names"]["shortNames"],
+        serde_json::json!(["tftj"])
+    );
+    let columns: Vec<&str> = crd["spec"]["versions"][0]["additionalPrinterColumns"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(columns, ["Phase", "Running", "Succeeded", "Failed", "Age"]);
+}
+
+fn example_files() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo_path("config/examples"))
+        .expect("config/examples exists")
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no example jobs in config/examples");
+    files
+}
+
+#[test]
+fn example_jobs_parse_and_validate() {
+    for file in example_files() {
+        let text = std::fs::read_to_string(&file).expect("read example");
+        let job: TensorFlowTrainingJob = serde_yaml::from_str(&text)
+            .unwrap_or_else(|e| panic!("{}: not a TensorFlowTrainingJob: {e}", file.display()));
+        if let Err(error) = validation::validate(&job) {
+            panic!("{}: invalid: {error}", file.display());
+        }
+    }
+}
+
+#[test]
+fn kubectl_applies_the_crd_and_the_examples() {
+    let kubectl = Kubectl::start("crd");
+    let crds = repo_path(COMMITTED).to_string_lossy().into_owned();
+    kubectl
+        .ok(&["apply", "-f", &crds])
+        .stdout_has("tensorflowtrainingjobs.batch.tensorstack.dev created");
+    let mut names = Vec::new();
+    for file in example_files() {
+        let path = file.to_string_lossy().into_owned();
+        // Strict server-side field validation: a field missing from the
+        // schema fails the apply instead of being pruned silently.
+        kubectl.ok(&["apply", "--validate=strict", "-f", &path]);
+        let input: Value =
+            serde_yaml::from_str(&std::fs::read_to_string(&file).expect("read example"))
+                .expect("example is YAML");
+        let name = input["metadata"]["name"].as_str().expect("example name");
+        let stored = kubectl.json(&["get", "tftj", name]);
+        assert_eq!(
+            stored["spec"],
+            input["spec"],
+            "{}: the stored spec differs from the applied one",
+            file.display()
+        );
+        names.push(name.to_string());
+    }
+    let table = kubectl.ok(&["get", "tftj"]).table();
+    assert_eq!(table[0], ["NAME", "PHASE", "RUNNING", "AGE"]);
+    let listed: Vec<&str> = table[1..].iter().map(|row| row[0].as_str()).collect();
+    names.sort();
+    assert_eq!(listed, names);
+    // The columns read the status the controller writes.
+    kubectl.ok(&[
+        "patch",
+        "tftj",
+        "mnist-ps",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Running","aggregate":{"running":3,"succeeded":1}}}"#,
+    ]);
+    let row = kubectl
+        .ok(&["get", "tftj", "mnist-ps", "--no-headers"])
+        .table();
+    assert_eq!(row[0][..3], ["mnist-ps", "Running", "3"]);
+    let wide = kubectl
+        .ok(&["get", "tensorflowtrainingjobs", "-o", "wide"])
+        .table();
+    assert_eq!(
+        wide[0],
+        ["NAME", "PHASE", "RUNNING", "SUCCEEDED", "FAILED", "AGE"]
+    );
+    // The category lists the jobs too.
+    let by_category = kubectl.ok(&["get", "t9k"]).table();
+    let listed: Vec<&str> = by_category[1..].iter().map(|row| row[0].as_str()).collect();
+    assert_eq!(listed, names);
+}
