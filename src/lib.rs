@@ -1,8 +1,13 @@
 //! tfjob-federator: runs TensorStack `TensorFlowTrainingJob`s across several
 //! Kubernetes clusters. See README.md for how the parts fit.
 
+pub mod actors;
 pub mod api;
 pub mod builders;
+pub mod config;
+pub mod controller;
+pub mod lifecycle;
 pub mod sim;
+pub mod status;
 pub mod telemetry;
 pub mod validation;

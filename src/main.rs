@@ -4,9 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use tfjob_federator::api;
+use tfjob_federator::config::ControllerConfig;
 use tfjob_federator::sim::{self, NodeShape, SimOptions};
 use tfjob_federator::telemetry::{self, LogFormat};
+use tfjob_federator::{api, controller};
 
 #[derive(Parser)]
 #[command(
@@ -48,6 +49,18 @@ enum Command {
         #[arg(long, default_value_t = NodeShape::default().gpus)]
         gpus_per_node: u32,
     },
+    /// Run the controller against real clusters until interrupted.
+    Run {
+        /// Kubeconfig of the home cluster (default: the usual inference).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Context in that kubeconfig.
+        #[arg(long)]
+        context: Option<String>,
+        /// Controller settings (YAML); see config/default.yaml.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Print every CRD this controller owns, as YAML.
     Crd,
 }
@@ -67,42 +80,60 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     telemetry::init(cli.log_format);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    runtime.block_on(async {
-        match cli.command {
-            Command::Sim {
-                clusters,
-                kubeconfig_dir,
-                watch_history,
-                nodes,
-                cpu_per_node,
-                memory_per_node,
-                gpus_per_node,
-            } => {
-                let nodes = NodeShape {
-                    count: nodes,
-                    cpu: cpu_per_node,
-                    memory: memory_per_node,
-                    gpus: gpus_per_node,
-                    ..NodeShape::default()
-                };
-                run_sim(
-                    clusters,
-                    &kubeconfig_dir,
-                    SimOptions {
-                        watch_history,
-                        nodes,
-                    },
-                )
-                .await
-            }
-            // Handled above, before the runtime starts.
-            Command::Crd => Ok(()),
+    match cli.command {
+        Command::Run {
+            kubeconfig,
+            context,
+            config,
+        } => {
+            let config = ControllerConfig::load(config.as_deref())?;
+            // Actors need an actix System; kube futures run on its multi-thread tokio runtime.
+            let system = actix::System::with_tokio_rt(|| {
+                tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a tokio runtime can be built")
+            });
+            system.block_on(async move {
+                let home = controller::client(kubeconfig.as_deref(), context).await?;
+                controller::start(home, config);
+                tracing::info!("controller started");
+                wait_for_signal().await?;
+                tracing::info!("shutting down");
+                Ok(())
+            })
         }
-    })
+        Command::Sim {
+            clusters,
+            kubeconfig_dir,
+            watch_history,
+            nodes,
+            cpu_per_node,
+            memory_per_node,
+            gpus_per_node,
+        } => {
+            let nodes = NodeShape {
+                count: nodes,
+                cpu: cpu_per_node,
+                memory: memory_per_node,
+                gpus: gpus_per_node,
+                ..NodeShape::default()
+            };
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            runtime.block_on(run_sim(
+                clusters,
+                &kubeconfig_dir,
+                SimOptions {
+                    watch_history,
+                    nodes,
+                },
+            ))
+        }
+        Command::Crd => Ok(()),
+    }
 }
 
 async fn run_sim(count: usize, dir: &std::path::Path, options: SimOptions) -> anyhow::Result<()> {

@@ -144,7 +144,11 @@ fn cell(obj: &Value, column: &ColumnSpec) -> Value {
     match &column.cell {
         Cell::Name => json!(text(obj, "/metadata/name")),
         Cell::Age => json!(age(&text(obj, "/metadata/creationTimestamp"))),
-        Cell::Path(path) => json_path(obj, path).unwrap_or_else(|| json!("<none>")),
+        Cell::Path(path) => match json_path(obj, path) {
+            Some(Value::String(ts)) if column.type_ == "date" => json!(age(&ts)),
+            Some(value) => value,
+            None => json!("<none>"),
+        },
         Cell::PodReady => {
             let statuses = obj
                 .pointer("/status/containerStatuses")

@@ -1,0 +1,165 @@
+//! ClusterActor: owns one cluster connection. It runs the informer for the
+//! pods this controller manages (label-selected), keeps them in a cache, and
+//! routes each pod's changes to the ReplicaActor that registered for it.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use dashmap::DashMap;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::watch;
+
+use crate::builders::MANAGED_SELECTOR;
+
+/// `(namespace, name)` of a pod.
+pub type PodKey = (String, String);
+
+/// A pod changed; None when it is gone.
+#[derive(Message, Clone)]
+#[rtype(result = "()")]
+pub struct PodChanged(pub Option<Arc<Pod>>);
+
+/// What replicas and jobs use of a cluster: its client, its pod cache and
+/// the routing table. Cheap to clone.
+#[derive(Clone)]
+pub struct ClusterHandle {
+    pub name: String,
+    pub client: Client,
+    pods: Arc<DashMap<PodKey, Arc<Pod>>>,
+    routes: Arc<DashMap<PodKey, Recipient<PodChanged>>>,
+    synced: watch::Receiver<bool>,
+}
+
+impl ClusterHandle {
+    /// Routes the pod's changes to `recipient`; returns the pod as cached now.
+    pub fn register(&self, key: PodKey, recipient: Recipient<PodChanged>) -> Option<Arc<Pod>> {
+        self.routes.insert(key.clone(), recipient);
+        self.pods.get(&key).map(|p| p.clone())
+    }
+
+    pub fn unregister(&self, key: &PodKey) {
+        self.routes.remove(key);
+    }
+
+    /// Cached managed pods matching a predicate (no API call).
+    pub fn cached_pods(&self, keep: impl Fn(&Pod) -> bool) -> Vec<Arc<Pod>> {
+        self.pods
+            .iter()
+            .filter(|p| keep(p.value()))
+            .map(|p| p.value().clone())
+            .collect()
+    }
+
+    /// Waits until the pod informer has listed the cluster once.
+    pub async fn wait_synced(&self) {
+        let mut synced = self.synced.clone();
+        // The sender lives in the informer task for the life of the process.
+        let _ = synced.wait_for(|s| *s).await;
+    }
+
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+}
+
+pub struct ClusterActor {
+    handle: ClusterHandle,
+    synced: Option<watch::Sender<bool>>,
+}
+
+impl ClusterActor {
+    pub fn new(name: String, client: Client) -> (ClusterActor, ClusterHandle) {
+        let (tx, rx) = watch::channel(false);
+        let handle = ClusterHandle {
+            name,
+            client,
+            pods: Arc::default(),
+            routes: Arc::default(),
+            synced: rx,
+        };
+        (
+            ClusterActor {
+                handle: handle.clone(),
+                synced: Some(tx),
+            },
+            handle,
+        )
+    }
+}
+
+impl Actor for ClusterActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, _ctx: &mut Self::Context) {
+        let Some(synced) = self.synced.take() else {
+            return;
+        };
+        tokio::spawn(run_informer(self.handle.clone(), synced));
+    }
+}
+
+fn pod_key(pod: &Pod) -> PodKey {
+    (
+        pod.metadata.namespace.clone().unwrap_or_default(),
+        pod.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+fn route(handle: &ClusterHandle, key: &PodKey, pod: Option<Arc<Pod>>) {
+    if let Some(recipient) = handle.routes.get(key) {
+        recipient.do_send(PodChanged(pod));
+    }
+}
+
+/// Keeps the cache and routes changes; a relist replaces the cache and
+/// reports pods that vanished meanwhile as gone.
+async fn run_informer(handle: ClusterHandle, synced: watch::Sender<bool>) {
+    let api: Api<Pod> = Api::all(handle.client.clone());
+    let config = watcher::Config::default().labels(MANAGED_SELECTOR);
+    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut relisted: Vec<Arc<Pod>> = Vec::new();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Apply(pod)) => {
+                let pod = Arc::new(pod);
+                let key = pod_key(&pod);
+                handle.pods.insert(key.clone(), pod.clone());
+                route(&handle, &key, Some(pod));
+            }
+            Ok(watcher::Event::Delete(pod)) => {
+                let key = pod_key(&pod);
+                handle.pods.remove(&key);
+                route(&handle, &key, None);
+            }
+            Ok(watcher::Event::Init) => relisted.clear(),
+            Ok(watcher::Event::InitApply(pod)) => relisted.push(Arc::new(pod)),
+            Ok(watcher::Event::InitDone) => {
+                let fresh: DashMap<PodKey, Arc<Pod>> =
+                    relisted.drain(..).map(|p| (pod_key(&p), p)).collect();
+                let vanished: Vec<PodKey> = handle
+                    .pods
+                    .iter()
+                    .map(|e| e.key().clone())
+                    .filter(|k| !fresh.contains_key(k))
+                    .collect();
+                for key in vanished {
+                    handle.pods.remove(&key);
+                    route(&handle, &key, None);
+                }
+                for entry in fresh {
+                    let (key, pod) = entry;
+                    handle.pods.insert(key.clone(), pod.clone());
+                    route(&handle, &key, Some(pod));
+                }
+                let _ = synced.send(true);
+            }
+            Err(e) => {
+                tracing::warn!(cluster = %handle.name, error = %e, "pod watch failed; retrying")
+            }
+        }
+    }
+}

@@ -1,0 +1,835 @@
+//! JobActor: owns one TensorFlowTrainingJob. It validates the job, keeps
+//! the finalizer, starts one ReplicaActor per replica, applies the restart
+//! policy and the shared backoff budget to what they report, runs the
+//! deadline timer, pause and resume, clean-up, and writes the job's status —
+//! coalesced, and only when it changed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event as KubeEvent, EventType};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::Shared;
+use super::replica::{Finish, ReplicaActor, ReplicaReport, Restart, Teardown, TornDown};
+use crate::api::{
+    CleanUpPolicy, ConditionStatus, DependentReference, DependentStatus, JobConditionType as Cond,
+    JobPhase, ReplicaKey, ReplicaPhase, ReplicaType, RestartPolicy, RunModeKind,
+    TensorFlowTrainingJob, TensorFlowTrainingJobStatus,
+};
+use crate::builders::{self, PodMode, PodParams, Topology};
+use crate::lifecycle::{self, Budget, Exit, Verdict};
+use crate::status::{self, ReplicaView};
+use crate::validation;
+
+pub const FINALIZER: &str = "federation.tfjob.io/cleanup";
+
+/// A newer version of the job object.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct JobUpdated(pub Arc<TensorFlowTrainingJob>);
+
+/// The job object is gone from the API.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct JobGone;
+
+pub struct JobActor {
+    shared: Arc<Shared>,
+    job: Arc<TensorFlowTrainingJob>,
+    replicas: BTreeMap<ReplicaKey, Addr<ReplicaActor>>,
+    views: BTreeMap<ReplicaKey, ReplicaView>,
+    /// Pod uids whose exit was already acted upon.
+    handled: BTreeSet<String>,
+    status: TensorFlowTrainingJobStatus,
+    restart_counts: BTreeMap<ReplicaType, i32>,
+    written: Option<TensorFlowTrainingJobStatus>,
+    flush_scheduled: bool,
+    writing: bool,
+    /// Validation failed: the job is Failed and owns nothing.
+    invalid: bool,
+    tearing_down: bool,
+}
+
+fn now() -> Time {
+    Time(jiff::Timestamp::now())
+}
+
+impl JobActor {
+    pub fn new(shared: Arc<Shared>, job: Arc<TensorFlowTrainingJob>) -> JobActor {
+        let status = job.status.clone().unwrap_or_default();
+        let restart_counts = status
+            .tasks
+            .iter()
+            .filter_map(|t| Some((ReplicaType::parse(&t.replica_type)?, t.restart_count)))
+            .collect();
+        JobActor {
+            shared,
+            written: job.status.clone(),
+            job,
+            replicas: BTreeMap::new(),
+            views: BTreeMap::new(),
+            handled: BTreeSet::new(),
+            status,
+            restart_counts,
+            flush_scheduled: false,
+            writing: false,
+            invalid: false,
+            tearing_down: false,
+        }
+    }
+
+    fn name(&self) -> String {
+        self.job.name_any()
+    }
+
+    fn namespace(&self) -> String {
+        self.job.namespace().unwrap_or_default()
+    }
+
+    fn api(&self) -> Api<TensorFlowTrainingJob> {
+        Api::namespaced(self.shared.home.client.clone(), &self.namespace())
+    }
+
+    fn phase(&self) -> Option<JobPhase> {
+        self.status.phase
+    }
+
+    fn terminal(&self) -> bool {
+        self.phase().is_some_and(JobPhase::is_terminal)
+    }
+
+    fn event(&self, type_: EventType, reason: &str, note: String) {
+        let recorder = self.shared.recorder.clone();
+        let reference = self.job.object_ref(&());
+        let event = KubeEvent {
+            type_,
+            reason: reason.to_string(),
+            note: Some(note),
+            action: reason.to_string(),
+            secondary: None,
+        };
+        tokio::spawn(async move {
+            if let Err(e) = recorder.publish(&event, &reference).await {
+                tracing::debug!(error = %e, "publishing event failed");
+            }
+        });
+    }
+
+    fn set_condition(&mut self, kind: Cond, status: ConditionStatus, reason: &str, message: &str) {
+        status::set_condition(
+            &mut self.status.conditions,
+            kind,
+            status,
+            reason,
+            message,
+            &now(),
+        );
+    }
+
+    /// Starts (or resumes) the job's replicas and job-level objects.
+    fn start_replicas(&mut self, ctx: &mut Context<Self>, mode: PodMode) {
+        let job = self.job.clone();
+        let topology = Topology::new(self.shared.home.name.clone());
+        let owner = builders::owner_reference(&job).ok();
+        let keys = job.spec.replica_keys();
+        self.ensure_job_objects(ctx, keys.len() as i32);
+        for key in keys {
+            if self.replicas.contains_key(&key) {
+                continue;
+            }
+            let params = PodParams {
+                topology: &topology,
+                epoch: 0,
+                mode,
+                owner: owner.clone(),
+            };
+            let built = builders::build_pod(&job, key, &params)
+                .and_then(|pod| Ok((pod, builders::build_service(&job, key, 0, owner.clone())?)));
+            let (pod, service) = match built {
+                Ok(objects) => objects,
+                Err(e) => {
+                    self.fail(
+                        ctx,
+                        validation::INVALID_SPEC_REASON,
+                        &format!("replica {key}: {e}"),
+                    );
+                    return;
+                }
+            };
+            let actor = ReplicaActor::new(
+                key,
+                self.shared.home.clone(),
+                pod,
+                service,
+                ctx.address().recipient(),
+                ctx.address().recipient(),
+                self.shared.config.retry_interval(),
+            );
+            self.views.insert(
+                key,
+                ReplicaView::creating(
+                    key,
+                    key.object_name(&self.name()),
+                    Some(self.shared.home.name.clone()),
+                ),
+            );
+            self.replicas.insert(key, actor.start());
+        }
+        self.arm_deadline(ctx);
+    }
+
+    /// The PodGroup (t9kScheduler) and the TensorBoard, on the home cluster.
+    fn ensure_job_objects(&mut self, ctx: &mut Context<Self>, replicas: i32) {
+        let owner = builders::owner_reference(&self.job).ok();
+        let client = self.shared.home.client.clone();
+        let ns = self.namespace();
+        if let Ok(Some(group)) = builders::build_pod_group(&self.job, replicas, owner) {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), &ns, &builders::pod_group_resource());
+            tokio::spawn(async move {
+                match api.create(&PostParams::default(), &group).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 409 => {}
+                    Err(e) => tracing::warn!(error = %e, "creating PodGroup failed"),
+                }
+            });
+        }
+        if let Ok(Some(board)) = builders::build_tensorboard(&self.job) {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client, &ns, &builders::tensorboard_resource());
+            let name = board.name_any();
+            let resource = builders::tensorboard_resource();
+            ctx.spawn(
+                async move {
+                    match api.create(&PostParams::default(), &board).await {
+                        Ok(created) => Ok(created),
+                        Err(kube::Error::Api(e)) if e.code == 409 => api.get(&name).await,
+                        Err(e) => Err(e),
+                    }
+                }
+                .into_actor(self)
+                .map(move |result, act, ctx| {
+                    act.status.tensorboard = Some(match result {
+                        Ok(board) => DependentStatus {
+                            action: Some("Create".into()),
+                            dependent: Some(DependentReference {
+                                api_version: resource.api_version.clone(),
+                                kind: resource.kind.clone(),
+                                name: board.name_any(),
+                                namespace: board.namespace(),
+                                uid: board.uid(),
+                            }),
+                            note: Some(format!("TensorBoard [{}] is created", board.name_any())),
+                            ready: true,
+                            reason: Some("DependentReady".into()),
+                            status_type: Some("Normal".into()),
+                        },
+                        Err(kube::Error::Api(e)) if e.code == 404 => DependentStatus {
+                            action: Some("Create".into()),
+                            note: Some(format!("TensorBoard cannot be created: the {} CRD is not installed in the cluster", resource.api_version)),
+                            ready: false,
+                            reason: Some("CRDNotInstalled".into()),
+                            status_type: Some("Warning".into()),
+                            ..Default::default()
+                        },
+                        Err(e) => DependentStatus {
+                            action: Some("Create".into()),
+                            note: Some(format!("TensorBoard cannot be created: {e}")),
+                            ready: false,
+                            reason: Some("DependentError".into()),
+                            status_type: Some("Warning".into()),
+                            ..Default::default()
+                        },
+                    });
+                    act.schedule_flush(ctx);
+                }),
+            );
+        }
+    }
+
+    /// `activeDeadlineSeconds` counts from the job's creation, so a
+    /// restarted controller keeps the same deadline.
+    fn arm_deadline(&mut self, ctx: &mut Context<Self>) {
+        let Some(seconds) = self
+            .job
+            .spec
+            .run_policy
+            .as_ref()
+            .and_then(|p| p.active_deadline_seconds)
+        else {
+            return;
+        };
+        let created = self
+            .job
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .unwrap_or_else(jiff::Timestamp::now);
+        let elapsed = jiff::Timestamp::now()
+            .duration_since(created)
+            .as_secs_f64()
+            .max(0.0);
+        let remaining = Duration::from_secs_f64((seconds as f64 - elapsed).max(0.0));
+        ctx.run_later(remaining, move |act, ctx| {
+            if !act.terminal() && act.phase() != Some(JobPhase::Paused) {
+                let message =
+                    format!("the job was active longer than activeDeadlineSeconds ({seconds}s)");
+                act.fail(ctx, lifecycle::REASON_DEADLINE, &message);
+            }
+        });
+    }
+
+    fn fail(&mut self, ctx: &mut Context<Self>, reason: &str, message: &str) {
+        if self.terminal() {
+            return;
+        }
+        self.status.phase = Some(JobPhase::Failed);
+        self.set_condition(Cond::Failed, ConditionStatus::True, reason, message);
+        self.set_condition(
+            Cond::Completed,
+            ConditionStatus::False,
+            "Failed",
+            "The job has failed.",
+        );
+        if crate::status::condition(&self.status.conditions, Cond::Running).is_some() {
+            self.set_condition(
+                Cond::Running,
+                ConditionStatus::False,
+                "Failed",
+                "The job has failed.",
+            );
+        }
+        self.event(EventType::Warning, "Failed", message.to_string());
+        // A deadline deletes every pod; other failures follow the clean-up policy.
+        self.clean_up(reason == lifecycle::REASON_DEADLINE);
+        self.flush(ctx);
+    }
+
+    fn succeed(&mut self, ctx: &mut Context<Self>, master: ReplicaKey) {
+        if self.terminal() {
+            return;
+        }
+        self.status.phase = Some(JobPhase::Succeeded);
+        self.set_condition(
+            Cond::Completed,
+            ConditionStatus::True,
+            "Succeeded",
+            "The job has finished successfully.",
+        );
+        self.set_condition(
+            Cond::Running,
+            ConditionStatus::False,
+            "Succeeded",
+            "The job has finished successfully.",
+        );
+        self.set_condition(
+            Cond::Failed,
+            ConditionStatus::False,
+            "Succeeded",
+            "The job has finished successfully.",
+        );
+        self.event(
+            EventType::Normal,
+            "Succeeded",
+            format!("The job succeeded: its master {master} finished."),
+        );
+        self.clean_up(false);
+        self.flush(ctx);
+    }
+
+    /// Applies `cleanUpPolicy` (or deletes everything) once the job ended.
+    fn clean_up(&mut self, everything: bool) {
+        let policy = if everything {
+            CleanUpPolicy::All
+        } else {
+            self.job
+                .spec
+                .clean_up_policy()
+                .unwrap_or(CleanUpPolicy::Unfinished)
+        };
+        for (key, actor) in &self.replicas {
+            let finished = self.views.get(key).is_some_and(ReplicaView::is_finished);
+            let delete = match policy {
+                CleanUpPolicy::All => true,
+                CleanUpPolicy::Unfinished => !finished,
+                CleanUpPolicy::None => false,
+            };
+            actor.do_send(Finish { delete });
+        }
+    }
+
+    fn reject(&mut self, ctx: &mut Context<Self>, error: &str) {
+        self.invalid = true;
+        self.status.phase = Some(JobPhase::Failed);
+        self.set_condition(
+            Cond::Failed,
+            ConditionStatus::True,
+            validation::INVALID_SPEC_REASON,
+            error,
+        );
+        self.event(
+            EventType::Warning,
+            validation::INVALID_SPEC_REASON,
+            error.to_string(),
+        );
+        for actor in self.replicas.values() {
+            actor.do_send(Finish { delete: true });
+        }
+        self.flush(ctx);
+    }
+
+    fn ensure_finalizer(&self, ctx: &mut Context<Self>) {
+        if self.job.finalizers().iter().any(|f| f == FINALIZER) {
+            return;
+        }
+        let api = self.api();
+        let name = self.name();
+        let patch = if self.job.finalizers().is_empty() {
+            json!([{"op": "test", "path": "/metadata/finalizers", "value": null}, {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}])
+        } else {
+            json!([{"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}])
+        };
+        ctx.spawn(
+            async move {
+                let patch: json_patch::Patch =
+                    serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
+                api.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+                    .await
+            }
+            .into_actor(self)
+            .map(|result, act, _| {
+                if let Err(e) = result {
+                    // The next job update retries.
+                    tracing::warn!(job = %act.name(), error = %e, "adding finalizer failed");
+                }
+            }),
+        );
+    }
+
+    fn remove_finalizer(&self, ctx: &mut Context<Self>) {
+        let api = self.api();
+        let name = self.name();
+        let Some(index) = self.job.finalizers().iter().position(|f| f == FINALIZER) else {
+            ctx.stop();
+            return;
+        };
+        let patch = json!([{"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": FINALIZER}, {"op": "remove", "path": format!("/metadata/finalizers/{index}")}]);
+        ctx.spawn(
+            async move {
+                let patch: json_patch::Patch =
+                    serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
+                api.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+                    .await
+            }
+            .into_actor(self)
+            .map(|result, act, ctx| match result {
+                Ok(_) => ctx.stop(),
+                Err(kube::Error::Api(e)) if e.code == 404 => ctx.stop(),
+                // A stale index (the finalizers changed): the next update retries.
+                Err(e) => {
+                    tracing::warn!(job = %act.name(), error = %e, "removing finalizer failed")
+                }
+            }),
+        );
+    }
+
+    fn begin_teardown(&mut self, ctx: &mut Context<Self>) {
+        if !self.tearing_down {
+            self.tearing_down = true;
+            self.event(
+                EventType::Normal,
+                "Deleting",
+                "Deleting the job's pods and services.".into(),
+            );
+            for actor in self.replicas.values() {
+                actor.do_send(Teardown);
+            }
+        }
+        if self.replicas.is_empty() {
+            self.remove_finalizer(ctx);
+        }
+    }
+
+    fn pause(&mut self, ctx: &mut Context<Self>) {
+        for actor in self.replicas.values() {
+            actor.do_send(Teardown);
+        }
+        self.tearing_down = false;
+        self.status.phase = Some(JobPhase::Paused);
+        self.set_condition(
+            Cond::Paused,
+            ConditionStatus::True,
+            "Paused",
+            "The job is paused: its replicas are deleted.",
+        );
+        self.event(EventType::Normal, "Paused", "The job is paused.".into());
+        self.schedule_flush(ctx);
+    }
+
+    fn mode(&self) -> PodMode {
+        match self.job.spec.run_mode_kind() {
+            RunModeKind::Debug => PodMode::Debug,
+            _ if status::condition(&self.status.conditions, Cond::Paused).is_some() => {
+                PodMode::Resumed
+            }
+            _ => PodMode::Normal,
+        }
+    }
+
+    /// Brings the job in line with its spec: used at start and on updates.
+    fn reconcile(&mut self, ctx: &mut Context<Self>, previous: Option<&TensorFlowTrainingJob>) {
+        if self.job.meta().deletion_timestamp.is_some() {
+            self.begin_teardown(ctx);
+            return;
+        }
+        if self.invalid {
+            return;
+        }
+        if self.terminal() {
+            // Nothing changes a finished job; clean-up may have been interrupted.
+            if self.replicas.is_empty() {
+                self.clean_up_leftovers(ctx);
+            }
+            return;
+        }
+        let checked = validation::validate(&self.job).and_then(|()| {
+            previous.map_or(Ok(()), |old| validation::validate_update(old, &self.job))
+        });
+        if let Err(e) = checked {
+            self.reject(ctx, &e.to_string());
+            return;
+        }
+        self.ensure_finalizer(ctx);
+        let paused = self.job.spec.run_mode_kind() == RunModeKind::Pause;
+        match (paused, self.phase()) {
+            (true, Some(JobPhase::Paused)) => {}
+            (true, _) => self.pause(ctx),
+            (false, Some(JobPhase::Paused)) => {
+                self.status.phase = Some(JobPhase::Resuming);
+                self.set_condition(
+                    Cond::Paused,
+                    ConditionStatus::False,
+                    "Resumed",
+                    "The job is resuming.",
+                );
+                self.event(EventType::Normal, "Resuming", "The job is resuming.".into());
+                self.start_replicas(ctx, PodMode::Resumed);
+                self.schedule_flush(ctx);
+            }
+            (false, _) => {
+                if self.phase().is_none() {
+                    self.status.phase = Some(JobPhase::Pending);
+                    self.set_condition(
+                        Cond::Running,
+                        ConditionStatus::False,
+                        "Pending",
+                        "The job is waiting for its replicas.",
+                    );
+                    self.event(
+                        EventType::Normal,
+                        "Created",
+                        "Creating the job's pods and services.".into(),
+                    );
+                    self.schedule_flush(ctx);
+                }
+                let mode = self.mode();
+                self.start_replicas(ctx, mode);
+            }
+        }
+    }
+
+    /// After a restart, a finished job's pods that the clean-up policy
+    /// removes may still exist: delete them from the cache's view.
+    fn clean_up_leftovers(&mut self, ctx: &mut Context<Self>) {
+        let uid = self.job.uid().unwrap_or_default();
+        let policy = self
+            .job
+            .spec
+            .clean_up_policy()
+            .unwrap_or(CleanUpPolicy::Unfinished);
+        let deadline = status::condition(&self.status.conditions, Cond::Failed)
+            .and_then(|c| c.reason.as_deref())
+            == Some(lifecycle::REASON_DEADLINE);
+        let leftovers = self
+            .shared
+            .home
+            .cached_pods(|p| p.labels().get(builders::JOB_UID_LABEL) == Some(&uid));
+        let api: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(self.shared.home.client.clone(), &self.namespace());
+        for pod in leftovers {
+            let finished = matches!(
+                pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            );
+            let delete = deadline
+                || policy == CleanUpPolicy::All
+                || (policy == CleanUpPolicy::Unfinished && !finished);
+            if delete && pod.metadata.deletion_timestamp.is_none() {
+                let api = api.clone();
+                let name = pod.name_any();
+                ctx.spawn(
+                    async move {
+                        let _ = api.delete(&name, &Default::default()).await;
+                    }
+                    .into_actor(self),
+                );
+            }
+        }
+    }
+
+    fn on_exit(&mut self, ctx: &mut Context<Self>, view: &ReplicaView) {
+        let Some(uid) = view.uid.clone() else { return };
+        if self.terminal() || !self.handled.insert(uid.clone()) {
+            return;
+        }
+        let exit = Exit {
+            replica: view.key,
+            succeeded: view.phase == ReplicaPhase::Succeeded,
+            exit_code: view.exit_code,
+        };
+        let debug = self.job.spec.run_mode_kind() == RunModeKind::Debug;
+        if exit.succeeded && Some(view.key) == self.job.spec.master() && !debug {
+            self.succeed(ctx, view.key);
+            return;
+        }
+        let policy = self
+            .job
+            .spec
+            .replica_spec(view.key.replica_type)
+            .and_then(|s| s.parsed_restart_policy())
+            .unwrap_or(RestartPolicy::Never);
+        let budget = Budget {
+            limit: self
+                .job
+                .spec
+                .run_policy
+                .as_ref()
+                .and_then(|p| p.backoff_limit),
+            used: self.status.backoff_count,
+        };
+        match lifecycle::decide(exit, &view.pod_name, policy, budget, debug) {
+            Verdict::Restart => {
+                self.status.backoff_count += 1;
+                *self
+                    .restart_counts
+                    .entry(view.key.replica_type)
+                    .or_default() += 1;
+                let code = view
+                    .exit_code
+                    .map_or("no exit code".to_string(), |c| format!("exit code {c}"));
+                self.event(
+                    EventType::Normal,
+                    "Restarting",
+                    format!(
+                        "Restarting replica {} after {code} (restart {} of the job).",
+                        view.key, self.status.backoff_count
+                    ),
+                );
+                if let Some(actor) = self.replicas.get(&view.key) {
+                    actor.do_send(Restart { uid: Some(uid) });
+                }
+                // Restart counts are written at once so a controller restart keeps them.
+                self.flush(ctx);
+            }
+            Verdict::Done => {}
+            Verdict::FailJob { reason, message } => self.fail(ctx, reason, &message),
+            Verdict::ReplicaFailure { message } => {
+                self.set_condition(
+                    Cond::ReplicaFailure,
+                    ConditionStatus::True,
+                    "ReplicaFailed",
+                    &message,
+                );
+                self.event(EventType::Warning, "ReplicaFailed", message);
+            }
+        }
+    }
+
+    fn update_phase(&mut self) {
+        if self.terminal()
+            || self.invalid
+            || self.phase() == Some(JobPhase::Paused)
+            || self.views.is_empty()
+        {
+            return;
+        }
+        let all_created = self
+            .views
+            .values()
+            .all(|v| v.phase != ReplicaPhase::Creating);
+        if all_created {
+            self.set_condition(
+                Cond::Initialized,
+                ConditionStatus::True,
+                "Initialized",
+                "The job has been initialized successfully.",
+            );
+        }
+        if status::condition(&self.status.conditions, Cond::ReplicaFailure).is_none() {
+            self.set_condition(
+                Cond::ReplicaFailure,
+                ConditionStatus::False,
+                "-",
+                "All pods are running normally.",
+            );
+        }
+        let all_up = self.views.values().all(|v| {
+            matches!(
+                v.phase,
+                ReplicaPhase::Running | ReplicaPhase::Succeeded | ReplicaPhase::Failed
+            )
+        });
+        if all_up
+            && matches!(
+                self.phase(),
+                Some(JobPhase::Pending | JobPhase::Resuming) | None
+            )
+        {
+            self.status.phase = Some(JobPhase::Running);
+            self.set_condition(
+                Cond::Running,
+                ConditionStatus::True,
+                "Running",
+                "All replicas are running.",
+            );
+            self.event(
+                EventType::Normal,
+                "Running",
+                "All replicas are running.".into(),
+            );
+        }
+    }
+
+    /// The status as it should be written now.
+    fn desired_status(&self) -> TensorFlowTrainingJobStatus {
+        let mut status = self.status.clone();
+        let views: Vec<ReplicaView> = self.views.values().cloned().collect();
+        let types: Vec<ReplicaType> = ReplicaType::ALL
+            .into_iter()
+            .filter(|t| self.job.spec.replicas_of(*t) > 0)
+            .collect();
+        status.tasks = status::tasks(&views, &self.restart_counts, &types);
+        status.aggregate = status::aggregate(&views);
+        status
+    }
+
+    fn schedule_flush(&mut self, ctx: &mut Context<Self>) {
+        if self.flush_scheduled {
+            return;
+        }
+        self.flush_scheduled = true;
+        ctx.run_later(self.shared.config.status_write_interval(), |act, ctx| {
+            act.flush_scheduled = false;
+            act.flush(ctx);
+        });
+    }
+
+    /// Writes the status if it differs from what was last written.
+    fn flush(&mut self, ctx: &mut Context<Self>) {
+        if self.writing {
+            self.schedule_flush(ctx);
+            return;
+        }
+        let desired = self.desired_status();
+        if self.written.as_ref() == Some(&desired) {
+            return;
+        }
+        self.writing = true;
+        let api = self.api();
+        let name = self.name();
+        let body = json!({"status": desired});
+        ctx.spawn(
+            async move { api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body)).await }.into_actor(self).map(move |result, act, ctx| {
+                act.writing = false;
+                match result {
+                    Ok(_) => {
+                        act.shared.status_writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        act.written = Some(desired);
+                    }
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => {
+                        tracing::warn!(job = %act.name(), error = %e, "writing status failed; retrying");
+                        let retry = act.shared.config.retry_interval();
+                        ctx.run_later(retry, |act, ctx| act.flush(ctx));
+                    }
+                }
+            }),
+        );
+    }
+}
+
+impl Actor for JobActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        // A replica report per pod event: a roomy mailbox for busy jobs.
+        ctx.set_mailbox_capacity(1024);
+        self.reconcile(ctx, None);
+    }
+}
+
+impl Handler<JobUpdated> for JobActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: JobUpdated, ctx: &mut Self::Context) {
+        let previous = std::mem::replace(&mut self.job, msg.0);
+        if previous.metadata.generation == self.job.metadata.generation
+            && self.job.meta().deletion_timestamp.is_none()
+        {
+            // Only metadata or status moved (often our own write): nothing to redo,
+            // but a finalizer that failed to land is retried.
+            if !self.invalid && !self.terminal() {
+                self.ensure_finalizer(ctx);
+            }
+            return;
+        }
+        self.reconcile(ctx, Some(&previous));
+    }
+}
+
+impl Handler<JobGone> for JobActor {
+    type Result = ();
+
+    fn handle(&mut self, _msg: JobGone, ctx: &mut Self::Context) {
+        for actor in self.replicas.values() {
+            actor.do_send(Teardown);
+        }
+        ctx.stop();
+    }
+}
+
+impl Handler<ReplicaReport> for JobActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ReplicaReport, ctx: &mut Self::Context) {
+        let view = msg.0;
+        self.views.insert(view.key, view.clone());
+        if view.is_finished() {
+            self.on_exit(ctx, &view);
+        }
+        self.update_phase();
+        self.schedule_flush(ctx);
+    }
+}
+
+impl Handler<TornDown> for JobActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: TornDown, ctx: &mut Self::Context) {
+        self.replicas.remove(&msg.0);
+        if self.tearing_down {
+            self.begin_teardown(ctx);
+        } else {
+            // Paused: the replica is gone until the job resumes.
+            self.views.remove(&msg.0);
+            self.schedule_flush(ctx);
+        }
+    }
+}

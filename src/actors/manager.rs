@@ -1,0 +1,153 @@
+//! JobManager: watches TensorFlowTrainingJobs on the home cluster once the
+//! home pod informer has synced, starts a JobActor per job (by uid) and
+//! forwards every change to it. A job object that does not even parse gets
+//! the InvalidSpec status directly; the rest of the jobs are unaffected.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use futures::StreamExt;
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+
+use super::Shared;
+use super::job::{JobActor, JobGone, JobUpdated};
+use crate::api::TensorFlowTrainingJob;
+use crate::validation::INVALID_SPEC_REASON;
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Observed(watcher::Event<DynamicObject>);
+
+pub struct JobManager {
+    shared: Arc<Shared>,
+    jobs: HashMap<String, Addr<JobActor>>,
+    listing: Vec<String>,
+}
+
+impl JobManager {
+    pub fn new(shared: Arc<Shared>) -> JobManager {
+        JobManager {
+            shared,
+            jobs: HashMap::new(),
+            listing: Vec::new(),
+        }
+    }
+
+    fn apply(&mut self, obj: DynamicObject) {
+        let uid = obj.uid().unwrap_or_default();
+        let job = match serde_json::to_value(&obj)
+            .and_then(serde_json::from_value::<TensorFlowTrainingJob>)
+        {
+            Ok(job) => Arc::new(job),
+            Err(e) => {
+                self.reject_unparsable(&obj, &e.to_string());
+                return;
+            }
+        };
+        match self.jobs.get(&uid) {
+            Some(actor) if actor.connected() => actor.do_send(JobUpdated(job)),
+            _ => {
+                let actor = JobActor::new(self.shared.clone(), job).start();
+                self.jobs.insert(uid, actor);
+            }
+        }
+    }
+
+    /// Marks a job that cannot be read as Failed with InvalidSpec (once).
+    fn reject_unparsable(&self, obj: &DynamicObject, error: &str) {
+        let already = obj.data.pointer("/status/phase").and_then(|p| p.as_str()) == Some("Failed");
+        tracing::warn!(job = %obj.name_any(), error, "job cannot be parsed");
+        if already {
+            return;
+        }
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            self.shared.home.client.clone(),
+            &obj.namespace().unwrap_or_default(),
+            &job_resource(),
+        );
+        let name = obj.name_any();
+        let now = jiff::Timestamp::now().to_string();
+        let status = json!({"status": {"phase": "Failed", "conditions": [{
+            "type": "Failed", "status": "True", "reason": INVALID_SPEC_REASON,
+            "message": format!("the job cannot be read: {error}"), "lastTransitionTime": now, "lastUpdateTime": now,
+        }]}});
+        tokio::spawn(async move {
+            if let Err(e) = api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+            {
+                tracing::warn!(job = %name, error = %e, "writing InvalidSpec status failed");
+            }
+        });
+    }
+}
+
+pub fn job_resource() -> ApiResource {
+    ApiResource::erase::<TensorFlowTrainingJob>(&())
+}
+
+impl Actor for JobManager {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(4096);
+        let home = self.shared.home.clone();
+        let me = ctx.address();
+        tokio::spawn(async move {
+            home.wait_synced().await;
+            let api: Api<DynamicObject> = Api::all_with(home.client.clone(), &job_resource());
+            let mut events = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(event) => {
+                        if me.send(Observed(event)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "job watch failed; retrying"),
+                }
+            }
+        });
+    }
+}
+
+impl Handler<Observed> for JobManager {
+    type Result = ();
+
+    fn handle(&mut self, msg: Observed, _ctx: &mut Self::Context) {
+        match msg.0 {
+            watcher::Event::Apply(obj) => self.apply(obj),
+            watcher::Event::Delete(obj) => {
+                if let Some(actor) = self.jobs.remove(&obj.uid().unwrap_or_default()) {
+                    actor.do_send(JobGone);
+                }
+            }
+            watcher::Event::Init => self.listing.clear(),
+            watcher::Event::InitApply(obj) => {
+                self.listing.push(obj.uid().unwrap_or_default());
+                self.apply(obj);
+            }
+            watcher::Event::InitDone => {
+                // Jobs deleted while the watch was down.
+                let listed: std::collections::HashSet<String> = self.listing.drain(..).collect();
+                let gone: Vec<String> = self
+                    .jobs
+                    .keys()
+                    .filter(|uid| !listed.contains(*uid))
+                    .cloned()
+                    .collect();
+                for uid in gone {
+                    if let Some(actor) = self.jobs.remove(&uid) {
+                        actor.do_send(JobGone);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Controller settings, read from `--config FILE` (YAML); every setting is
+//! optional and `config/default.yaml` documents each with its default.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("parsing {path}: {source}")]
+    Parse {
+        path: String,
+        source: serde_yaml::Error,
+    },
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ControllerConfig {
+    /// The name the home cluster has in `replicaStatus[].cluster` and placement.
+    pub home_cluster_name: String,
+    /// Status changes of a job within this window are written together.
+    pub status_write_interval_ms: u64,
+    /// Delay before retrying a failed API write.
+    pub retry_interval_ms: u64,
+    /// The Reporter of Events (`reportingController`).
+    pub event_reporter: String,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            home_cluster_name: "home".into(),
+            status_write_interval_ms: 300,
+            retry_interval_ms: 1000,
+            event_reporter: "tfjob-federator".into(),
+        }
+    }
+}
+
+impl ControllerConfig {
+    pub fn load(path: Option<&Path>) -> Result<ControllerConfig, ConfigError> {
+        let Some(path) = path else {
+            return Ok(ControllerConfig::default());
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        serde_yaml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+
+    pub fn status_write_interval(&self) -> Duration {
+        Duration::from_millis(self.status_write_interval_ms)
+    }
+
+    pub fn retry_interval(&self) -> Duration {
+        Duration::from_millis(self.retry_interval_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_default_file_matches_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/default.yaml");
+        assert_eq!(
+            ControllerConfig::load(Some(&path)).expect("config/default.yaml loads"),
+            ControllerConfig::default()
+        );
+    }
+
+    #[test]
+    fn unknown_settings_are_rejected() {
+        let err = serde_yaml::from_str::<ControllerConfig>("statusWriteIntervalMs: 5\nbogus: 1\n")
+            .expect_err("unknown key");
+        assert!(err.to_string().contains("bogus"), "{err}");
+    }
+}

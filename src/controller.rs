@@ -1,0 +1,83 @@
+//! Wiring of the controller: the home cluster's ClusterActor, the
+//! JobManager, and the shared context. Runs inside an actix System whose
+//! runtime is a multi-thread tokio runtime (kube futures are Send).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use actix::prelude::*;
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::events::{Recorder, Reporter};
+
+use crate::actors::Shared;
+use crate::actors::cluster::ClusterActor;
+use crate::actors::manager::JobManager;
+use crate::config::ControllerConfig;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("reading kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: String,
+        source: kube::config::KubeconfigError,
+    },
+    #[error("no usable cluster configuration: {0}")]
+    Infer(#[from] kube::config::InferConfigError),
+    #[error("building the client: {0}")]
+    Client(#[from] kube::Error),
+}
+
+/// A client for the cluster a kubeconfig (or the environment) points at.
+pub async fn client(
+    kubeconfig: Option<&Path>,
+    context: Option<String>,
+) -> Result<Client, StartError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let wrap = |source| StartError::Kubeconfig {
+                path: path.display().to_string(),
+                source,
+            };
+            let kc = Kubeconfig::read_from(path).map_err(wrap)?;
+            kube::Config::from_custom_kubeconfig(
+                kc,
+                &KubeConfigOptions {
+                    context,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(wrap)?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(Client::try_from(config)?)
+}
+
+/// A running controller; dropping it leaves the actors running until the
+/// System stops.
+pub struct Controller {
+    pub shared: Arc<Shared>,
+    pub manager: Addr<JobManager>,
+}
+
+/// Starts the controller's actors on the current actix System.
+pub fn start(home: Client, config: ControllerConfig) -> Controller {
+    let reporter = Reporter {
+        controller: config.event_reporter.clone(),
+        instance: std::env::var("HOSTNAME").ok(),
+    };
+    let recorder = Recorder::new(home.clone(), reporter);
+    let (cluster, handle) = ClusterActor::new(config.home_cluster_name.clone(), home);
+    cluster.start();
+    let shared = Arc::new(Shared {
+        config,
+        home: handle,
+        recorder,
+        status_writes: AtomicU64::new(0),
+    });
+    let manager = JobManager::new(shared.clone()).start();
+    Controller { shared, manager }
+}

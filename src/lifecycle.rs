@@ -1,0 +1,282 @@
+//! What happens when a replica's pod finishes: restart it, leave it, or end
+//! the job — per the replica's restart policy and the job's shared backoff
+//! budget (ARCHITECTURE.md §4). Pure: no API calls.
+
+use crate::api::{ReplicaKey, ReplicaType, RestartPolicy};
+
+/// Exit codes `ExitCode` retries: 130 (SIGINT), 137 (SIGKILL), 143
+/// (SIGTERM) and 138 (user-defined "restart me").
+pub const RETRYABLE_EXIT_CODES: [i32; 4] = [130, 137, 138, 143];
+
+pub const REASON_REPLICA_FAILED: &str = "ReplicaFailed";
+pub const REASON_BACKOFF_LIMIT: &str = "BackoffLimitExceeded";
+pub const REASON_DEADLINE: &str = "DeadlineExceeded";
+
+/// The restarts `runPolicy.backoffLimit` allows all replicas together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// None: no limit.
+    pub limit: Option<i32>,
+    pub used: i32,
+}
+
+impl Budget {
+    fn available(&self) -> bool {
+        self.limit.is_none_or(|limit| self.used < limit)
+    }
+}
+
+/// How a replica's pod ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    pub replica: ReplicaKey,
+    pub succeeded: bool,
+    pub exit_code: Option<i32>,
+}
+
+impl Exit {
+    fn describe(&self, pod: &str) -> String {
+        match self.exit_code {
+            Some(code) => format!(
+                "replica {} (pod {pod}) exited with code {code}",
+                self.replica
+            ),
+            None => format!("replica {} (pod {pod}) failed", self.replica),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Re-create the pod; one restart counted against the budget.
+    Restart,
+    /// Nothing more to do for this replica.
+    Done,
+    /// The job fails.
+    FailJob {
+        reason: &'static str,
+        message: String,
+    },
+    /// Only the ReplicaFailure condition is set (evaluators, debug mode).
+    ReplicaFailure { message: String },
+}
+
+/// Decides what follows a replica's exit. The caller handles the master's
+/// success (the job succeeds) before asking.
+pub fn decide(
+    exit: Exit,
+    pod: &str,
+    policy: RestartPolicy,
+    budget: Budget,
+    debug: bool,
+) -> Verdict {
+    let wants_restart = match policy {
+        RestartPolicy::Always => true,
+        RestartPolicy::OnFailure => !exit.succeeded,
+        RestartPolicy::ExitCode => {
+            !exit.succeeded
+                && exit
+                    .exit_code
+                    .is_some_and(|c| RETRYABLE_EXIT_CODES.contains(&c))
+        }
+        RestartPolicy::Never => false,
+    };
+    if exit.succeeded {
+        return if wants_restart && budget.available() {
+            Verdict::Restart
+        } else {
+            Verdict::Done
+        };
+    }
+    let fatal_for_job = !debug && exit.replica.replica_type != ReplicaType::Evaluator;
+    let (reason, message) = if wants_restart {
+        if budget.available() {
+            return Verdict::Restart;
+        }
+        let limit = budget.limit.unwrap_or(0);
+        (
+            REASON_BACKOFF_LIMIT,
+            format!(
+                "{}; the backoff limit of {limit} restarts is reached",
+                exit.describe(pod)
+            ),
+        )
+    } else {
+        let why = match policy {
+            RestartPolicy::ExitCode => {
+                "restartPolicy ExitCode retries only exit codes 130, 137, 138 and 143"
+            }
+            _ => "restartPolicy Never does not restart it",
+        };
+        (
+            REASON_REPLICA_FAILED,
+            format!("{}; {why}", exit.describe(pod)),
+        )
+    };
+    if fatal_for_job {
+        Verdict::FailJob { reason, message }
+    } else {
+        Verdict::ReplicaFailure { message }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exit(t: ReplicaType, succeeded: bool, code: i32) -> Exit {
+        Exit {
+            replica: ReplicaKey::new(t, 0),
+            succeeded,
+            exit_code: Some(code),
+        }
+    }
+
+    const ROOM: Budget = Budget {
+        limit: Some(2),
+        used: 0,
+    };
+    const SPENT: Budget = Budget {
+        limit: Some(2),
+        used: 2,
+    };
+
+    #[test]
+    fn exit_code_policy_retries_only_retryable_codes() {
+        assert_eq!(
+            decide(
+                exit(ReplicaType::Worker, false, 137),
+                "p",
+                RestartPolicy::ExitCode,
+                ROOM,
+                false
+            ),
+            Verdict::Restart
+        );
+        match decide(
+            exit(ReplicaType::Worker, false, 1),
+            "j-worker-0",
+            RestartPolicy::ExitCode,
+            ROOM,
+            false,
+        ) {
+            Verdict::FailJob { reason, message } => {
+                assert_eq!(reason, REASON_REPLICA_FAILED);
+                assert!(
+                    message.contains("worker-0") && message.contains("code 1"),
+                    "{message}"
+                );
+            }
+            other => panic!("expected failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn on_failure_stops_at_the_shared_budget() {
+        assert_eq!(
+            decide(
+                exit(ReplicaType::Ps, false, 1),
+                "p",
+                RestartPolicy::OnFailure,
+                ROOM,
+                false
+            ),
+            Verdict::Restart
+        );
+        match decide(
+            exit(ReplicaType::Ps, false, 1),
+            "p",
+            RestartPolicy::OnFailure,
+            SPENT,
+            false,
+        ) {
+            Verdict::FailJob { reason, message } => {
+                assert_eq!(reason, REASON_BACKOFF_LIMIT);
+                assert!(message.contains("backoff limit of 2"), "{message}");
+            }
+            other => panic!("expected failure, got {other:?}"),
+        }
+        let unlimited = Budget {
+            limit: None,
+            used: 100,
+        };
+        assert_eq!(
+            decide(
+                exit(ReplicaType::Ps, false, 1),
+                "p",
+                RestartPolicy::OnFailure,
+                unlimited,
+                false
+            ),
+            Verdict::Restart
+        );
+    }
+
+    #[test]
+    fn never_fails_the_job_except_for_evaluators_and_debug() {
+        assert!(matches!(
+            decide(
+                exit(ReplicaType::Worker, false, 1),
+                "p",
+                RestartPolicy::Never,
+                ROOM,
+                false
+            ),
+            Verdict::FailJob { .. }
+        ));
+        assert!(matches!(
+            decide(
+                exit(ReplicaType::Evaluator, false, 1),
+                "p",
+                RestartPolicy::Never,
+                ROOM,
+                false
+            ),
+            Verdict::ReplicaFailure { .. }
+        ));
+        assert!(matches!(
+            decide(
+                exit(ReplicaType::Worker, false, 1),
+                "p",
+                RestartPolicy::Never,
+                ROOM,
+                true
+            ),
+            Verdict::ReplicaFailure { .. }
+        ));
+    }
+
+    #[test]
+    fn successes_restart_only_under_always() {
+        assert_eq!(
+            decide(
+                exit(ReplicaType::Worker, true, 0),
+                "p",
+                RestartPolicy::OnFailure,
+                ROOM,
+                false
+            ),
+            Verdict::Done
+        );
+        assert_eq!(
+            decide(
+                exit(ReplicaType::Worker, true, 0),
+                "p",
+                RestartPolicy::Always,
+                ROOM,
+                false
+            ),
+            Verdict::Restart
+        );
+        assert_eq!(
+            decide(
+                exit(ReplicaType::Worker, true, 0),
+                "p",
+                RestartPolicy::Always,
+                SPENT,
+                false
+            ),
+            Verdict::Done
+        );
+    }
+}
