@@ -7,6 +7,8 @@ pub mod builders;
 pub mod config;
 pub mod controller;
 pub mod lifecycle;
+pub mod placement;
+pub mod quantity;
 pub mod sim;
 pub mod status;
 pub mod telemetry;

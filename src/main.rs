@@ -67,7 +67,7 @@ enum Command {
 
 /// Accepts only what parses as a Kubernetes quantity.
 fn quantity(text: &str) -> Result<String, String> {
-    sim::parse_milli(text)
+    tfjob_federator::quantity::parse_milli(text)
         .map(|_| text.to_string())
         .ok_or_else(|| format!("not a Kubernetes quantity: {text}"))
 }

@@ -12,7 +12,7 @@ mod kubelet;
 mod nodes;
 mod openapi;
 mod patch;
-mod quantity;
+
 mod resources;
 mod rules;
 mod scheduler;
@@ -35,7 +35,6 @@ use tokio::sync::watch as signal;
 
 pub use faults::Faults;
 pub use nodes::NodeShape;
-pub use quantity::parse_milli;
 
 /// Options shared by every simulated cluster.
 #[derive(Debug, Clone)]

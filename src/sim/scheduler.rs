@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Cluster;
-use super::quantity;
 use super::store::{Change, Event, EventKind, Scope, Stored, WriteMeta, now};
+use crate::quantity;
 
 pub const GROUP_LABEL: &str = "scheduler.tensorstack.dev/group-name";
 const GANG_SCHEDULER: &str = "t9k-scheduler";

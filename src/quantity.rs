@@ -1,5 +1,7 @@
 //! Kubernetes resource quantities (`500m`, `2`, `4Gi`, `1e3`) as integer
-//! milli-units, which is all the simulated scheduler needs to compare them.
+//! milli-units, which is all a scheduler or a placement needs to compare them.
+//! A neutral utility: both the controller's placement and the simulated
+//! scheduler use it, as both would use a quantity crate.
 
 use std::collections::BTreeMap;
 
