@@ -4,9 +4,11 @@
 //! them and `deploy/crds/crds.yaml` holds the committed copy (a test fails
 //! when it drifts).
 
+mod member;
 mod schema;
 mod tfjob;
 
+pub use member::*;
 pub use tfjob::*;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -14,7 +16,7 @@ use kube::CustomResourceExt;
 
 /// Every CRD this controller owns.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![TensorFlowTrainingJob::crd()]
+    vec![TensorFlowTrainingJob::crd(), MemberCluster::crd()]
 }
 
 /// Every CRD as multi-document YAML, each document starting with `---`.

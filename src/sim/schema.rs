@@ -1,6 +1,7 @@
-//! Pruning of custom objects to their CRD's structural schema, as upstream
-//! does for `apiextensions.k8s.io/v1` CRDs: fields the schema does not know
-//! are dropped (or reported, for `fieldValidation=Strict`).
+//! Pruning and defaulting of custom objects by their CRD's structural
+//! schema, as upstream does for `apiextensions.k8s.io/v1` CRDs: fields the
+//! schema does not know are dropped (or reported, for
+//! `fieldValidation=Strict`), absent properties with a `default` get it.
 
 use serde_json::{Map, Value};
 
@@ -43,6 +44,15 @@ fn prune_object(
     let keep_all = preserves_unknown(schema) && properties.is_none() && additional.is_none();
     if keep_all {
         return;
+    }
+    // Structural defaults apply to absent properties, as upstream defaults
+    // custom objects on write.
+    for (key, property) in properties.into_iter().flatten() {
+        if !map.contains_key(key)
+            && let Some(default) = property.get("default")
+        {
+            map.insert(key.clone(), default.clone());
+        }
     }
     let keys: Vec<String> = map.keys().cloned().collect();
     for key in keys {
@@ -105,6 +115,16 @@ mod tests {
             "spec": {"replicas": 1, "items": [{"name": "n"}]}, "status": {"anything": {"goes": 1}}})
         );
         assert_eq!(unknown, vec!["spec.bogus", "spec.items[0].extra", "top"]);
+    }
+
+    #[test]
+    fn absent_properties_get_their_defaults() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "replicas": {"type": "integer", "default": 1}, "name": {"type": "string"}}}}});
+        let (defaulted, _) = prune(json!({"spec": {"name": "a"}}), &schema);
+        assert_eq!(defaulted, json!({"spec": {"name": "a", "replicas": 1}}));
+        let (kept, _) = prune(json!({"spec": {"replicas": 3}}), &schema);
+        assert_eq!(kept, json!({"spec": {"replicas": 3}}));
     }
 
     #[test]

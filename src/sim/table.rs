@@ -282,8 +282,8 @@ fn age(timestamp: &str) -> String {
     }
 }
 
-/// Evaluates the JSONPath subset printer columns use: `.a.b`, `[n]`, and
-/// `[?(@.k=="v")]` filters.
+/// Evaluates the JSONPath subset printer columns use: `.a.b` (with `\.`
+/// escapes), `[n]`, and `[?(@.k=="v")]` filters.
 pub fn json_path(obj: &Value, path: &str) -> Option<Value> {
     let mut current = obj.clone();
     let path = path
@@ -294,8 +294,25 @@ pub fn json_path(obj: &Value, path: &str) -> Option<Value> {
     let mut rest = path;
     while !rest.is_empty() {
         if let Some(after) = rest.strip_prefix('.') {
-            let end = after.find(['.', '[']).unwrap_or(after.len());
-            current = current.get(&after[..end])?.clone();
+            // A field name ends at an unescaped `.` or `[`; `\.` is a literal dot.
+            let mut name = String::new();
+            let mut end = after.len();
+            let mut chars = after.char_indices().peekable();
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => {
+                        if let Some((_, escaped)) = chars.next() {
+                            name.push(escaped);
+                        }
+                    }
+                    '.' | '[' => {
+                        end = i;
+                        break;
+                    }
+                    _ => name.push(c),
+                }
+            }
+            current = current.get(&name)?.clone();
             rest = &after[end..];
         } else if let Some(after) = rest.strip_prefix('[') {
             let end = after.find(']')?;
@@ -317,4 +334,24 @@ pub fn json_path(obj: &Value, path: &str) -> Option<Value> {
         }
     }
     Some(current)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_path_handles_escapes_indexes_and_filters() {
+        let obj = json!({"status": {"free": {"nvidia.com/gpu": "12"}, "conditions": [{"type": "Ready", "status": "True"}], "list": [1, 2]}});
+        assert_eq!(
+            json_path(&obj, r".status.free.nvidia\.com/gpu"),
+            Some(json!("12"))
+        );
+        assert_eq!(
+            json_path(&obj, r#".status.conditions[?(@.type=="Ready")].status"#),
+            Some(json!("True"))
+        );
+        assert_eq!(json_path(&obj, ".status.list[1]"), Some(json!(2)));
+        assert_eq!(json_path(&obj, ".status.missing"), None);
+    }
 }

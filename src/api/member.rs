@@ -1,0 +1,134 @@
+//! `MemberCluster` (`federation.tfjob.io/v1alpha1`, cluster-scoped): a
+//! cluster the controller may place replicas on. Its kubeconfig lives in a
+//! Secret on the home cluster; its status shows readiness, the last
+//! heartbeat and allocatable/free capacity.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::schema;
+use crate::builders::DEFAULT_ADDRESS_TEMPLATE;
+
+/// The key of the kubeconfig in the Secret unless the reference names one.
+pub const DEFAULT_KUBECONFIG_KEY: &str = "kubeconfig";
+
+/// A cluster that replicas may be placed on.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "federation.tfjob.io",
+    version = "v1alpha1",
+    kind = "MemberCluster",
+    plural = "memberclusters",
+    status = "MemberClusterStatus",
+    derive = "PartialEq",
+    shortname = "mc",
+    doc = "MemberCluster registers a cluster that TensorFlowTrainingJob replicas may be placed on.",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Free-GPU","type":"string","description":"Free nvidia.com/gpu","jsonPath":".status.free.nvidia\\.com/gpu"}"#,
+    printcolumn = r#"{"name":"Unschedulable","type":"boolean","jsonPath":".spec.unschedulable","priority":1}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberClusterSpec {
+    /// The Secret (on the home cluster) holding this cluster's kubeconfig.
+    pub kubeconfig_secret_ref: SecretKeyReference,
+    /// No new replicas are placed here while true; running ones stay.
+    #[serde(default)]
+    pub unschedulable: bool,
+    /// How peers in other clusters reach a replica's service here;
+    /// placeholders `{service}`, `{namespace}`, `{cluster}`.
+    #[serde(default = "default_address_template")]
+    pub address_template: String,
+    /// Create a multicluster.x-k8s.io ServiceExport for every replica service.
+    #[serde(default)]
+    pub export_services: bool,
+}
+
+fn default_address_template() -> String {
+    DEFAULT_ADDRESS_TEMPLATE.to_string()
+}
+
+/// A key in a namespaced Secret.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyReference {
+    pub name: String,
+    pub namespace: String,
+    /// Defaults to `kubeconfig`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+/// What the controller observes of a member cluster.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberClusterStatus {
+    /// `Ready`: the cluster answers its health probe.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<ClusterCondition>,
+    /// When the cluster last answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "schema::time")]
+    pub last_heartbeat_time: Option<Time>,
+    /// Allocatable cpu, memory and nvidia.com/gpu of the schedulable nodes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub allocatable: BTreeMap<String, String>,
+    /// Allocatable minus the requests of bound pods and of this
+    /// controller's pods not yet bound.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub free: BTreeMap<String, String>,
+}
+
+/// One observation of a member cluster.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterCondition {
+    #[serde(rename = "type")]
+    pub condition_type: String,
+    /// True, False or Unknown.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "schema::time")]
+    pub last_transition_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::CustomResourceExt;
+
+    #[test]
+    fn member_cluster_crd_is_cluster_scoped_with_status() {
+        let crd = MemberCluster::crd();
+        assert_eq!(crd.spec.scope, "Cluster");
+        assert_eq!(
+            crd.spec.names.short_names.as_deref(),
+            Some(&["mc".to_string()][..])
+        );
+        assert!(
+            crd.spec.versions[0]
+                .subresources
+                .as_ref()
+                .and_then(|s| s.status.as_ref())
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn defaults_apply_when_fields_are_left_out() {
+        let spec: MemberClusterSpec = serde_json::from_value(serde_json::json!({
+            "kubeconfigSecretRef": {"name": "member-1", "namespace": "tfjob-federator"}
+        }))
+        .expect("minimal spec parses");
+        assert_eq!(spec.address_template, DEFAULT_ADDRESS_TEMPLATE);
+        assert!(!spec.unschedulable && !spec.export_services);
+    }
+}
