@@ -4,8 +4,10 @@
 pub mod actors;
 pub mod api;
 pub mod builders;
+pub mod capacity;
 pub mod config;
 pub mod controller;
+pub mod join;
 pub mod lifecycle;
 pub mod placement;
 pub mod quantity;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tfjob_federator::config::ControllerConfig;
+use tfjob_federator::join::{self, JoinOptions};
 use tfjob_federator::sim::{self, NodeShape, SimOptions};
 use tfjob_federator::telemetry::{self, LogFormat};
 use tfjob_federator::{api, controller};
@@ -48,6 +49,29 @@ enum Command {
         /// nvidia.com/gpu per node.
         #[arg(long, default_value_t = NodeShape::default().gpus)]
         gpus_per_node: u32,
+        /// Install the CRDs on `home` and register the other clusters as
+        /// members (Secret + MemberCluster), as `join` does.
+        #[arg(long)]
+        register: bool,
+    },
+    /// Register a member cluster on the home cluster.
+    Join {
+        /// The member's name (MemberCluster and Secret name).
+        #[arg(long)]
+        name: String,
+        /// Kubeconfig of the member, stored in a Secret on home.
+        #[arg(long)]
+        member_kubeconfig: PathBuf,
+        /// Kubeconfig of the home cluster (default: the usual inference).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// How peers elsewhere reach this member's services; placeholders
+        /// `{service}`, `{namespace}`, `{cluster}`.
+        #[arg(long)]
+        address_template: Option<String>,
+        /// Create a multicluster.x-k8s.io ServiceExport per replica service.
+        #[arg(long)]
+        export_services: bool,
     },
     /// Run the controller against real clusters until interrupted.
     Run {
@@ -111,6 +135,7 @@ fn main() -> anyhow::Result<()> {
             cpu_per_node,
             memory_per_node,
             gpus_per_node,
+            register,
         } => {
             let nodes = NodeShape {
                 count: nodes,
@@ -130,13 +155,48 @@ fn main() -> anyhow::Result<()> {
                     watch_history,
                     nodes,
                 },
+                register,
             ))
+        }
+        Command::Join {
+            name,
+            member_kubeconfig,
+            kubeconfig,
+            address_template,
+            export_services,
+        } => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            runtime.block_on(async move {
+                let text = std::fs::read_to_string(&member_kubeconfig)
+                    .with_context(|| format!("reading {}", member_kubeconfig.display()))?;
+                let home = controller::client(kubeconfig.as_deref(), None).await?;
+                join::join(
+                    &home,
+                    &name,
+                    &text,
+                    &JoinOptions {
+                        address_template,
+                        export_services,
+                    },
+                )
+                .await?;
+                println!("member cluster {name} registered");
+                Ok(())
+            })
         }
         Command::Crd => Ok(()),
     }
 }
 
-async fn run_sim(count: usize, dir: &std::path::Path, options: SimOptions) -> anyhow::Result<()> {
+async fn run_sim(
+    count: usize,
+    dir: &std::path::Path,
+    options: SimOptions,
+    register: bool,
+) -> anyhow::Result<()> {
     anyhow::ensure!(count >= 1, "--clusters must be at least 1");
     let mut handles = Vec::new();
     for name in sim::cluster_names(count) {
@@ -145,6 +205,9 @@ async fn run_sim(count: usize, dir: &std::path::Path, options: SimOptions) -> an
                 .await
                 .with_context(|| format!("starting cluster {name}"))?,
         );
+    }
+    if register {
+        register_members(&handles).await?;
     }
     let paths = sim::write_kubeconfigs(dir, &handles)
         .with_context(|| format!("writing kubeconfigs to {}", dir.display()))?;
@@ -155,6 +218,26 @@ async fn run_sim(count: usize, dir: &std::path::Path, options: SimOptions) -> an
     tracing::info!("shutting down");
     for handle in handles {
         handle.stop().await;
+    }
+    Ok(())
+}
+
+/// Registers every cluster but the first (home) as a member of home, over HTTP.
+async fn register_members(handles: &[sim::ClusterHandle]) -> anyhow::Result<()> {
+    let Some((home, members)) = handles.split_first() else {
+        return Ok(());
+    };
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&home.kubeconfig())?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    let client = kube::Client::try_from(config)?;
+    for member in members {
+        join::join(
+            &client,
+            &member.name,
+            &member.kubeconfig(),
+            &JoinOptions::default(),
+        )
+        .await?;
     }
     Ok(())
 }

@@ -331,3 +331,22 @@ pub fn normalize_metadata(obj: &mut Value) {
         }
     }
 }
+
+/// Secrets: `stringData` is folded into `data` (base64) on every write, as
+/// upstream does, so readers only ever see `data`.
+pub fn fold_string_data(obj: &mut Value) {
+    use base64::Engine;
+    let Some(string_data) = obj.as_object_mut().and_then(|o| o.remove("stringData")) else {
+        return;
+    };
+    let Some(entries) = string_data.as_object() else {
+        return;
+    };
+    if !obj.get("data").is_some_and(Value::is_object) {
+        obj["data"] = json!({});
+    }
+    for (key, value) in entries {
+        let text = value.as_str().unwrap_or_default();
+        obj["data"][key] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+    }
+}

@@ -654,6 +654,9 @@ impl Inner {
             status_sub,
         );
         rules::normalize_metadata(&mut obj);
+        if ty.group.is_empty() && ty.plural == "secrets" {
+            rules::fold_string_data(&mut obj);
+        }
         if track_update {
             let api_version = ty.api_version(&version);
             apply::record_update(
@@ -761,6 +764,9 @@ impl Inner {
         };
         let mut new = rules::merge_update(&old, new, status_sub && scope == Scope::Main, to_status);
         rules::normalize_metadata(&mut new);
+        if ty.group.is_empty() && ty.plural == "secrets" {
+            rules::fold_string_data(&mut new);
+        }
         new["apiVersion"] = old.get("apiVersion").cloned().unwrap_or(Value::Null);
         new["kind"] = json!(ty.kind);
         if !is_apply {

@@ -1,0 +1,96 @@
+//! Registration of a member cluster on the home cluster: the member's
+//! kubeconfig goes into a Secret, and a MemberCluster points at it. Both are
+//! server-side applied, so joining again updates them.
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::config::Kubeconfig;
+use kube::{Client, CustomResourceExt};
+use serde_json::json;
+
+use crate::api::{DEFAULT_KUBECONFIG_KEY, MemberCluster, TensorFlowTrainingJob};
+
+/// The namespace on home that holds member kubeconfig Secrets.
+pub const SECRETS_NAMESPACE: &str = "tfjob-federator";
+const MANAGER: &str = "tfjob-federator-join";
+
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    #[error("the member kubeconfig is not usable: {0}")]
+    Kubeconfig(#[from] kube::config::KubeconfigError),
+    #[error("{what}: {source}")]
+    Api { what: String, source: kube::Error },
+}
+
+/// How a member joins.
+#[derive(Debug, Clone, Default)]
+pub struct JoinOptions {
+    pub address_template: Option<String>,
+    pub export_services: bool,
+}
+
+fn api_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> JoinError {
+    let what = what.into();
+    move |source| JoinError::Api { what, source }
+}
+
+/// Installs (or updates) the CRDs this controller owns.
+async fn install_crds(home: &Client) -> Result<(), JoinError> {
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(home.clone());
+    for crd in [TensorFlowTrainingJob::crd(), MemberCluster::crd()] {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crds.patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .map_err(api_error(format!("installing CRD {name}")))?;
+    }
+    Ok(())
+}
+
+/// Registers `name` with the kubeconfig `member_kubeconfig` (YAML),
+/// installing the CRDs on home first; nothing is written when the
+/// kubeconfig does not parse.
+pub async fn join(
+    home: &Client,
+    name: &str,
+    member_kubeconfig: &str,
+    options: &JoinOptions,
+) -> Result<(), JoinError> {
+    Kubeconfig::from_yaml(member_kubeconfig)?;
+    install_crds(home).await?;
+    let params = PatchParams::apply(MANAGER).force();
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(home.clone());
+    let namespace =
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SECRETS_NAMESPACE}});
+    namespaces
+        .patch(SECRETS_NAMESPACE, &params, &Patch::Apply(&namespace))
+        .await
+        .map_err(api_error(format!("creating namespace {SECRETS_NAMESPACE}")))?;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(home.clone(), SECRETS_NAMESPACE);
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": SECRETS_NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "tfjob-federator"}},
+        "type": "Opaque",
+        "stringData": {DEFAULT_KUBECONFIG_KEY: member_kubeconfig},
+    });
+    secrets
+        .patch(name, &params, &Patch::Apply(&secret))
+        .await
+        .map_err(api_error(format!(
+            "writing Secret {SECRETS_NAMESPACE}/{name}"
+        )))?;
+    let members: Api<MemberCluster> = Api::all(home.clone());
+    let mut spec = json!({"kubeconfigSecretRef": {"name": name, "namespace": SECRETS_NAMESPACE, "key": DEFAULT_KUBECONFIG_KEY}, "exportServices": options.export_services});
+    if let Some(template) = &options.address_template {
+        spec["addressTemplate"] = json!(template);
+    }
+    let member = json!({"apiVersion": "federation.tfjob.io/v1alpha1", "kind": "MemberCluster", "metadata": {"name": name}, "spec": spec});
+    members
+        .patch(name, &params, &Patch::Apply(&member))
+        .await
+        .map_err(api_error(format!("writing MemberCluster {name}")))?;
+    Ok(())
+}
