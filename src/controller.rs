@@ -14,6 +14,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use crate::actors::Shared;
 use crate::actors::cluster::ClusterActor;
 use crate::actors::manager::JobManager;
+use crate::actors::members::MemberSupervisor;
 use crate::config::ControllerConfig;
 
 #[derive(Debug, thiserror::Error)]
@@ -79,5 +80,6 @@ pub fn start(home: Client, config: ControllerConfig) -> Controller {
         status_writes: AtomicU64::new(0),
     });
     let manager = JobManager::new(shared.clone()).start();
+    MemberSupervisor::new(shared.clone()).start();
     Controller { shared, manager }
 }

@@ -191,3 +191,127 @@ async fn join_registers_and_updates_a_member() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A `tfjob-federator run` child process against a home kubeconfig.
+struct ControllerProcess(Child);
+
+impl Drop for ControllerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_controller(home_kubeconfig: &std::path::Path) -> ControllerProcess {
+    let child = Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(home_kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tfjob-federator run starts");
+    ControllerProcess(child)
+}
+
+async fn ready_of(members: &Api<MemberCluster>, name: &str) -> Option<(String, MemberCluster)> {
+    let member = members.get(name).await.ok()?;
+    let status = member.status.as_ref()?;
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == "Ready")?
+        .status
+        .clone();
+    Some((ready, member))
+}
+
+#[tokio::test]
+async fn member_status_shows_readiness_capacity_and_partitions() {
+    let sim = start_sim(&[
+        "--clusters",
+        "3",
+        "--register",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "4",
+    ]);
+    let _controller = start_controller(&sim.dir.join("home.kubeconfig"));
+    let home =
+        client_for(&std::fs::read_to_string(sim.dir.join("home.kubeconfig")).expect("kubeconfig"))
+            .await;
+    let members: Api<MemberCluster> = Api::all(home);
+    let member = sim_kube::eventually_within(
+        "member-1 Ready with capacity",
+        Duration::from_secs(20),
+        async || {
+            let (ready, member) = ready_of(&members, "member-1").await?;
+            (ready == "True" && member.status.as_ref()?.free.contains_key("nvidia.com/gpu"))
+                .then_some(member)
+        },
+    )
+    .await;
+    let status = member.status.expect("status");
+    assert_eq!(
+        status.allocatable.get("nvidia.com/gpu").map(String::as_str),
+        Some("8"),
+        "2 nodes × 4 GPUs"
+    );
+    assert_eq!(
+        status.free.get("nvidia.com/gpu").map(String::as_str),
+        Some("8"),
+        "nothing runs yet"
+    );
+    assert_eq!(
+        status.allocatable.get("cpu").map(String::as_str),
+        Some("64")
+    );
+    assert!(status.last_heartbeat_time.is_some());
+
+    let member_one = client_for(
+        &std::fs::read_to_string(sim.dir.join("member-1.kubeconfig")).expect("kubeconfig"),
+    )
+    .await;
+    let faults = |partitioned: bool| {
+        let client = member_one.clone();
+        async move {
+            let body = format!("{{\"partitioned\":{partitioned}}}").into_bytes();
+            let request = hyper::Request::put("/_sim/faults")
+                .header("content-type", "application/json")
+                .body(body)
+                .expect("request");
+            client
+                .request_text(request)
+                .await
+                .expect("admin paths answer even when partitioned");
+        }
+    };
+    faults(true).await;
+    sim_kube::eventually_within(
+        "member-1 NotReady while partitioned",
+        Duration::from_secs(20),
+        async || {
+            let (ready, _) = ready_of(&members, "member-1").await?;
+            (ready == "False").then_some(())
+        },
+    )
+    .await;
+    let (other, _) = ready_of(&members, "member-2")
+        .await
+        .expect("member-2 status");
+    assert_eq!(
+        other, "True",
+        "a partition of member-1 leaves member-2 alone"
+    );
+    faults(false).await;
+    sim_kube::eventually_within(
+        "member-1 Ready again once healed",
+        Duration::from_secs(20),
+        async || {
+            let (ready, _) = ready_of(&members, "member-1").await?;
+            (ready == "True").then_some(())
+        },
+    )
+    .await;
+}

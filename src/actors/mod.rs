@@ -6,6 +6,7 @@
 pub mod cluster;
 pub mod job;
 pub mod manager;
+pub mod members;
 pub mod replica;
 
 use std::sync::atomic::AtomicU64;

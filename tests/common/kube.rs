@@ -86,14 +86,23 @@ pub async fn client_for(kubeconfig_yaml: &str) -> Client {
 }
 
 /// Polls `check` until it returns `Some`, failing the test after [`EVENTUALLY`].
-pub async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + EVENTUALLY;
+pub async fn eventually<T>(what: &str, check: impl AsyncFnMut() -> Option<T>) -> T {
+    eventually_within(what, EVENTUALLY, check).await
+}
+
+/// Polls `check` until it returns `Some`, failing the test after `limit`.
+pub async fn eventually_within<T>(
+    what: &str,
+    limit: Duration,
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + limit;
     loop {
         if let Some(value) = check().await {
             return value;
         }
         if Instant::now() > deadline {
-            panic!("timed out after {EVENTUALLY:?} waiting for {what}");
+            panic!("timed out after {limit:?} waiting for {what}");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -1,0 +1,382 @@
+//! Member clusters: for every MemberCluster on home, a client built from
+//! its kubeconfig Secret (rebuilt when the Secret changes), a ClusterActor
+//! for the managed pods, a health probe, and the capacity informers (nodes
+//! and active pods) whose numbers go to the MemberCluster's status.
+//!
+//! The probe is periodic per cluster (not per job): Ready turns False after
+//! a failed probe and True again after a good one, with the last heartbeat.
+//! Kubeconfig Secrets are watched by the managed-by label `join` sets; a
+//! Secret made by hand without it is read when its MemberCluster changes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use super::Shared;
+use super::cluster::{ClusterActor, ClusterHandle};
+use crate::api::{ClusterCondition, DEFAULT_KUBECONFIG_KEY, MemberCluster, MemberClusterStatus};
+use crate::capacity::{self, Capacity};
+
+/// How often each member is probed and its status refreshed.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
+/// A probe slower than this counts as failed.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The node and active-pod caches of one cluster.
+#[derive(Clone)]
+pub struct CapacityWatch {
+    nodes: Store<Node>,
+    pods: Store<Pod>,
+}
+
+impl CapacityWatch {
+    /// Starts the two informers on `client`.
+    pub fn start(client: &Client) -> CapacityWatch {
+        let (nodes, node_writer) = reflector::store();
+        let (pods, pod_writer) = reflector::store();
+        let node_stream = reflector::reflector(
+            node_writer,
+            watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff(),
+        );
+        let active =
+            watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed");
+        let pod_stream = reflector::reflector(
+            pod_writer,
+            watcher(Api::<Pod>::all(client.clone()), active).default_backoff(),
+        );
+        tokio::spawn(node_stream.for_each(|_| futures::future::ready(())));
+        tokio::spawn(pod_stream.for_each(|_| futures::future::ready(())));
+        CapacityWatch { nodes, pods }
+    }
+
+    pub fn snapshot(&self) -> Capacity {
+        let nodes = self.nodes.state();
+        let pods = self.pods.state();
+        capacity::compute(
+            nodes.iter().map(|n| n.as_ref()),
+            pods.iter().map(|p| p.as_ref()),
+        )
+    }
+}
+
+/// A member cluster the controller is connected to.
+pub struct Member {
+    pub handle: ClusterHandle,
+    pub capacity: CapacityWatch,
+    pub ready: bool,
+    /// The Secret's resourceVersion the client was built from.
+    secret_version: Option<String>,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct MemberObserved(watcher::Event<MemberCluster>);
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct SecretChanged(Secret);
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Probed {
+    name: String,
+    ready: bool,
+    message: String,
+}
+
+/// Watches MemberClusters and keeps one connection per member.
+pub struct MemberSupervisor {
+    shared: Arc<Shared>,
+    members: HashMap<String, Member>,
+    specs: HashMap<String, Arc<MemberCluster>>,
+}
+
+impl MemberSupervisor {
+    pub fn new(shared: Arc<Shared>) -> MemberSupervisor {
+        MemberSupervisor {
+            shared,
+            members: HashMap::new(),
+            specs: HashMap::new(),
+        }
+    }
+
+    /// (Re)connects a member when its Secret is new or changed.
+    fn connect(&mut self, ctx: &mut Context<Self>, member: Arc<MemberCluster>) {
+        let name = member.name_any();
+        let reference = member.spec.kubeconfig_secret_ref.clone();
+        let home = self.shared.home.client.clone();
+        ctx.spawn(
+            async move {
+                let secrets: Api<Secret> = Api::namespaced(home, &reference.namespace);
+                let secret = secrets.get(&reference.name).await.map_err(|e| format!("reading Secret {}/{}: {e}", reference.namespace, reference.name))?;
+                let key = reference.key.clone().unwrap_or_else(|| DEFAULT_KUBECONFIG_KEY.to_string());
+                let bytes = secret.data.as_ref().and_then(|d| d.get(&key)).map(|b| b.0.clone()).ok_or_else(|| format!("Secret {}/{} has no key {key}", reference.namespace, reference.name))?;
+                let text = String::from_utf8(bytes).map_err(|_| format!("key {key} is not UTF-8"))?;
+                let kubeconfig = Kubeconfig::from_yaml(&text).map_err(|e| format!("kubeconfig in Secret: {e}"))?;
+                let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.map_err(|e| format!("kubeconfig in Secret: {e}"))?;
+                let client = Client::try_from(config).map_err(|e| format!("client: {e}"))?;
+                Ok((client, secret.resource_version()))
+            }
+            .into_actor(self)
+            .map(move |result: Result<(Client, Option<String>), String>, act, ctx| match result {
+                Ok((client, version)) => {
+                    if act.members.get(&name).is_some_and(|m| m.secret_version == version) {
+                        return;
+                    }
+                    let (actor, handle) = ClusterActor::new(name.clone(), client.clone());
+                    actor.start();
+                    let capacity = CapacityWatch::start(&client);
+                    tracing::info!(cluster = %name, "member cluster connected");
+                    act.members.insert(name.clone(), Member { handle, capacity, ready: false, secret_version: version });
+                    act.probe(ctx, name.clone());
+                }
+                Err(message) => {
+                    tracing::warn!(cluster = %name, %message, "member cluster cannot be connected");
+                    act.write_status(&name, false, &message, None);
+                }
+            }),
+        );
+    }
+
+    fn probe(&self, ctx: &mut Context<Self>, name: String) {
+        let Some(member) = self.members.get(&name) else {
+            return;
+        };
+        let client = member.handle.client.clone();
+        let me = ctx.address();
+        tokio::spawn(async move {
+            let (ready, message) =
+                match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
+                    Ok(Ok(_)) => (true, "the API server answers".to_string()),
+                    Ok(Err(e)) => (false, format!("probe failed: {e}")),
+                    Err(_) => (
+                        false,
+                        format!("no answer within {}s", PROBE_TIMEOUT.as_secs()),
+                    ),
+                };
+            me.do_send(Probed {
+                name,
+                ready,
+                message,
+            });
+        });
+    }
+
+    fn write_status(&self, name: &str, ready: bool, message: &str, capacity: Option<Capacity>) {
+        let previous = self
+            .specs
+            .get(name)
+            .and_then(|m| m.status.clone())
+            .unwrap_or_default();
+        let status = member_status(
+            &previous,
+            ready,
+            message,
+            capacity.as_ref(),
+            Time(jiff::Timestamp::now()),
+        );
+        let api: Api<MemberCluster> = Api::all(self.shared.home.client.clone());
+        let name = name.to_string();
+        tokio::spawn(async move {
+            if let Err(e) = api
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&json!({"status": status})),
+                )
+                .await
+            {
+                tracing::debug!(cluster = %name, error = %e, "writing MemberCluster status failed");
+            }
+        });
+    }
+}
+
+/// The MemberCluster status after a probe: the Ready condition keeps its
+/// transition time while its status holds.
+pub fn member_status(
+    previous: &MemberClusterStatus,
+    ready: bool,
+    message: &str,
+    capacity: Option<&Capacity>,
+    now: Time,
+) -> MemberClusterStatus {
+    let status = if ready { "True" } else { "False" };
+    let transition = previous
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == "Ready" && c.status == status)
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| now.clone());
+    MemberClusterStatus {
+        conditions: vec![ClusterCondition {
+            condition_type: "Ready".into(),
+            status: status.into(),
+            last_transition_time: Some(transition),
+            reason: Some(
+                if ready {
+                    "ProbeSucceeded"
+                } else {
+                    "ProbeFailed"
+                }
+                .into(),
+            ),
+            message: Some(message.into()),
+        }],
+        last_heartbeat_time: if ready {
+            Some(now)
+        } else {
+            previous.last_heartbeat_time.clone()
+        },
+        allocatable: capacity
+            .map(|c| capacity::report(&c.allocatable))
+            .unwrap_or_else(|| previous.allocatable.clone()),
+        free: capacity
+            .map(|c| capacity::report(&c.free))
+            .unwrap_or_else(|| previous.free.clone()),
+    }
+}
+
+impl Actor for MemberSupervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let api: Api<MemberCluster> = Api::all(self.shared.home.client.clone());
+        let me = ctx.address();
+        tokio::spawn(async move {
+            let mut events = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(event) => {
+                        if me.send(MemberObserved(event)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "MemberCluster watch failed; retrying"),
+                }
+            }
+        });
+        // Kubeconfig Secrets written by `join` carry the managed-by label; a
+        // change to one rebuilds the member's client.
+        let secrets: Api<Secret> = Api::all(self.shared.home.client.clone());
+        let me = ctx.address();
+        tokio::spawn(async move {
+            let config = watcher::Config::default().labels(crate::builders::MANAGED_SELECTOR);
+            let mut events = watcher(secrets, config)
+                .default_backoff()
+                .applied_objects()
+                .boxed();
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(secret) => {
+                        if me.send(SecretChanged(secret)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "Secret watch failed; retrying"),
+                }
+            }
+        });
+        ctx.run_interval(PROBE_INTERVAL, |act, ctx| {
+            let names: Vec<String> = act.members.keys().cloned().collect();
+            for name in names {
+                act.probe(ctx, name);
+            }
+        });
+    }
+}
+
+impl Handler<MemberObserved> for MemberSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: MemberObserved, ctx: &mut Self::Context) {
+        match msg.0 {
+            watcher::Event::Apply(member) | watcher::Event::InitApply(member) => {
+                let member = Arc::new(member);
+                let name = member.name_any();
+                let spec_changed = self.specs.get(&name).is_none_or(|m| m.spec != member.spec);
+                self.specs.insert(name, member.clone());
+                if spec_changed {
+                    self.connect(ctx, member);
+                }
+            }
+            watcher::Event::Delete(member) => {
+                let name = member.name_any();
+                self.specs.remove(&name);
+                self.members.remove(&name);
+            }
+            watcher::Event::Init | watcher::Event::InitDone => {}
+        }
+    }
+}
+
+impl Handler<SecretChanged> for MemberSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SecretChanged, ctx: &mut Self::Context) {
+        let (namespace, name) = (msg.0.namespace().unwrap_or_default(), msg.0.name_any());
+        let affected: Vec<Arc<MemberCluster>> = self
+            .specs
+            .values()
+            .filter(|m| {
+                m.spec.kubeconfig_secret_ref.namespace == namespace
+                    && m.spec.kubeconfig_secret_ref.name == name
+            })
+            .cloned()
+            .collect();
+        for member in affected {
+            self.connect(ctx, member);
+        }
+    }
+}
+
+impl Handler<Probed> for MemberSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Probed, _ctx: &mut Self::Context) {
+        let Some(member) = self.members.get_mut(&msg.name) else {
+            return;
+        };
+        member.ready = msg.ready;
+        let capacity = msg.ready.then(|| member.capacity.snapshot());
+        self.write_status(&msg.name, msg.ready, &msg.message, capacity);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(second: i64) -> Time {
+        Time(jiff::Timestamp::from_second(second).expect("valid"))
+    }
+
+    #[test]
+    fn ready_keeps_its_transition_time_and_heartbeat_moves() {
+        let first = member_status(&MemberClusterStatus::default(), true, "ok", None, at(10));
+        let second = member_status(&first, true, "ok", None, at(20));
+        assert_eq!(second.conditions[0].last_transition_time, Some(at(10)));
+        assert_eq!(second.last_heartbeat_time, Some(at(20)));
+        let lost = member_status(&second, false, "no answer", None, at(30));
+        assert_eq!(lost.conditions[0].status, "False");
+        assert_eq!(lost.conditions[0].last_transition_time, Some(at(30)));
+        assert_eq!(
+            lost.last_heartbeat_time,
+            Some(at(20)),
+            "the last good heartbeat stays"
+        );
+    }
+}
