@@ -10,6 +10,7 @@ pub mod controller;
 pub mod join;
 pub mod lifecycle;
 pub mod placement;
+pub mod plan;
 pub mod quantity;
 pub mod sim;
 pub mod status;

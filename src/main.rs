@@ -8,7 +8,7 @@ use tfjob_federator::config::ControllerConfig;
 use tfjob_federator::join::{self, JoinOptions};
 use tfjob_federator::sim::{self, NodeShape, SimOptions};
 use tfjob_federator::telemetry::{self, LogFormat};
-use tfjob_federator::{api, controller};
+use tfjob_federator::{api, controller, plan};
 
 #[derive(Parser)]
 #[command(
@@ -82,6 +82,18 @@ enum Command {
         #[arg(long)]
         context: Option<String>,
         /// Controller settings (YAML); see config/default.yaml.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Dry run: where each replica of a job would go, and why other clusters are passed over.
+    Plan {
+        /// The job manifest (YAML).
+        #[arg(short = 'f', long = "filename")]
+        file: PathBuf,
+        /// Kubeconfig of the home cluster (default: the usual inference).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Controller settings (YAML), for the home cluster's name.
         #[arg(long)]
         config: Option<PathBuf>,
     },
@@ -184,6 +196,27 @@ fn main() -> anyhow::Result<()> {
                 )
                 .await?;
                 println!("member cluster {name} registered");
+                Ok(())
+            })
+        }
+        Command::Plan {
+            file,
+            kubeconfig,
+            config,
+        } => {
+            let config = ControllerConfig::load(config.as_deref())?;
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let job: api::TensorFlowTrainingJob = serde_yaml::from_str(&text)
+                .with_context(|| format!("{} is not a TensorFlowTrainingJob", file.display()))?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            runtime.block_on(async move {
+                let home = controller::client(kubeconfig.as_deref(), None).await?;
+                let clusters = plan::cluster_states(&home, &config.home_cluster_name, true).await?;
+                print!("{}", plan::report(&job, &clusters));
                 Ok(())
             })
         }

@@ -21,7 +21,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::api::{FederationStrategy, ReplicaKey, ReplicaType};
+use crate::api::{FederationStrategy, ReplicaKey, ReplicaType, TensorFlowTrainingJob};
+use crate::capacity;
 
 /// Resource amounts in milli-units, by resource name.
 pub type Resources = BTreeMap<String, i64>;
@@ -75,6 +76,50 @@ impl Default for Policy {
             allow_split: true,
         }
     }
+}
+
+impl Policy {
+    /// The policy of a job; unknown strategies (rejected by validation) fall back to Pack.
+    pub fn of_job(job: &TensorFlowTrainingJob) -> Policy {
+        let Some(f) = job.spec.federation() else {
+            return Policy::default();
+        };
+        Policy {
+            strategy: FederationStrategy::parse(&f.strategy).unwrap_or(FederationStrategy::Pack),
+            selector: f.cluster_selector.clone(),
+            names: f.cluster_names.clone(),
+            weights: f
+                .weights
+                .iter()
+                .map(|(k, v)| (k.clone(), i64::from(*v)))
+                .collect(),
+            allow_split: f.allow_split,
+        }
+    }
+}
+
+/// Every replica's requests, from its template (limits standing in for
+/// missing requests, as the scheduler counts them).
+pub fn demands(job: &TensorFlowTrainingJob) -> Vec<Demand> {
+    job.spec
+        .replica_keys()
+        .into_iter()
+        .map(|key| {
+            let spec = job
+                .spec
+                .replica_spec(key.replica_type)
+                .and_then(|s| s.template.parse().ok())
+                .and_then(|t| t.spec);
+            let pod = k8s_openapi::api::core::v1::Pod {
+                spec,
+                ..Default::default()
+            };
+            Demand {
+                key,
+                requests: capacity::pod_requests(&pod),
+            }
+        })
+        .collect()
 }
 
 /// Replica → cluster name.
@@ -283,6 +328,29 @@ pub fn place(
         ),
     };
     placed.ok_or(Unplaceable { reasons })
+}
+
+/// Why each cluster the assignment does not use was passed over.
+pub fn passed_over(
+    demands: &[Demand],
+    clusters: &[ClusterState],
+    policy: &Policy,
+    assignment: &Assignment,
+) -> BTreeMap<String, String> {
+    let mut reasons = BTreeMap::new();
+    let candidates = eligible(clusters, policy, &mut reasons);
+    let all: Vec<&Demand> = demands.iter().collect();
+    for c in candidates {
+        if assignment.values().any(|used| *used == c.name) {
+            continue;
+        }
+        let reason = match pack_onto(&mut c.nodes.clone(), &all) {
+            Err(why) => why,
+            Ok(()) => "could hold the job, but the chosen placement fits better".to_string(),
+        };
+        reasons.insert(c.name.clone(), reason);
+    }
+    reasons
 }
 
 /// Pack across clusters: roomiest first, each taking what fits; then a ps
@@ -513,6 +581,25 @@ mod tests {
             *counts.entry(c.clone()).or_default() += 1;
         }
         counts
+    }
+
+    #[test]
+    fn demands_and_policy_come_from_the_job() {
+        let job: TensorFlowTrainingJob = serde_json::from_value(serde_json::json!({
+            "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob", "metadata": {"name": "j"},
+            "spec": {"scheduler": {"federation": {"strategy": "Spread", "allowSplit": false}}, "replicaSpecs": [{"type": "worker", "replicas": 2, "template": {"spec": {"containers": [
+                {"name": "tensorflow", "image": "tf", "resources": {"limits": {"nvidia.com/gpu": 2}, "requests": {"cpu": "500m"}}}]}}}]},
+        }))
+        .expect("valid job");
+        let d = demands(&job);
+        assert_eq!(d.len(), 2);
+        assert_eq!(d[1].key, ReplicaKey::new(ReplicaType::Worker, 1));
+        assert_eq!((d[0].requests[GPU], d[0].requests["cpu"]), (2000, 500));
+        let policy = Policy::of_job(&job);
+        assert_eq!(
+            (policy.strategy, policy.allow_split),
+            (FederationStrategy::Spread, false)
+        );
     }
 
     #[test]
