@@ -25,8 +25,14 @@ pub enum ConfigError {
 pub struct ControllerConfig {
     /// The name the home cluster has in `replicaStatus[].cluster` and placement.
     pub home_cluster_name: String,
-    /// Status changes of a job within this window are written together.
+    /// A job's status writes are at least this far apart (except the one
+    /// that ends the job); a new phase or condition is written at once after
+    /// a quiet spell.
     pub status_write_interval_ms: u64,
+    /// Changes of replica states and counts alone (no new phase, condition
+    /// or restart) wait this long after the previous write, doubling with
+    /// each such write (up to 4×) until the next summary change.
+    pub status_detail_interval_ms: u64,
     /// Delay before retrying a failed API write.
     pub retry_interval_ms: u64,
     /// The Reporter of Events (`reportingController`).
@@ -38,6 +44,7 @@ impl Default for ControllerConfig {
         ControllerConfig {
             home_cluster_name: "home".into(),
             status_write_interval_ms: 300,
+            status_detail_interval_ms: 1000,
             retry_interval_ms: 1000,
             event_reporter: "tfjob-federator".into(),
         }
@@ -61,6 +68,10 @@ impl ControllerConfig {
 
     pub fn status_write_interval(&self) -> Duration {
         Duration::from_millis(self.status_write_interval_ms)
+    }
+
+    pub fn status_detail_interval(&self) -> Duration {
+        Duration::from_millis(self.status_detail_interval_ms)
     }
 
     pub fn retry_interval(&self) -> Duration {

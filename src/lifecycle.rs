@@ -2,7 +2,7 @@
 //! the job — per the replica's restart policy and the job's shared backoff
 //! budget (ARCHITECTURE.md §4). Pure: no API calls.
 
-use crate::api::{ReplicaKey, ReplicaType, RestartPolicy};
+use crate::api::{CleanUpPolicy, ReplicaKey, ReplicaType, RestartPolicy};
 
 /// Exit codes `ExitCode` retries: 130 (SIGINT), 137 (SIGKILL), 143
 /// (SIGTERM) and 138 (user-defined "restart me").
@@ -120,9 +120,99 @@ pub fn decide(
     }
 }
 
+/// An exit an earlier controller already counted a restart for (the status
+/// shows it) and whose pod is still there: whether the restart is still to
+/// be carried out. The budget already includes that restart, so the
+/// decision is taken again with the budget as it was before it.
+pub fn restart_still_due(
+    exit: Exit,
+    pod: &str,
+    policy: RestartPolicy,
+    budget: Budget,
+    debug: bool,
+) -> bool {
+    budget.used > 0
+        && decide(
+            exit,
+            pod,
+            policy,
+            Budget {
+                used: budget.used - 1,
+                ..budget
+            },
+            debug,
+        ) == Verdict::Restart
+}
+
+/// Whether a replica's pod (and service) go once the job ended, by the
+/// clean-up policy and the pod's phase (`None`: no pod status yet).
+/// `Unfinished` deletes Pending, Running and Unknown pods.
+pub fn clean_up_deletes(policy: CleanUpPolicy, pod_phase: Option<&str>) -> bool {
+    match policy {
+        CleanUpPolicy::All => true,
+        CleanUpPolicy::None => false,
+        CleanUpPolicy::Unfinished => !matches!(pod_phase, Some("Succeeded" | "Failed")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_adopted_exit_is_restarted_only_if_its_restart_was_counted() {
+        let failed = exit(ReplicaType::Worker, false, 137);
+        let after_count = Budget {
+            limit: Some(2),
+            used: 2,
+        };
+        assert!(restart_still_due(
+            failed,
+            "p",
+            RestartPolicy::ExitCode,
+            after_count,
+            false
+        ));
+        let nothing_counted = Budget {
+            limit: Some(2),
+            used: 0,
+        };
+        assert!(!restart_still_due(
+            failed,
+            "p",
+            RestartPolicy::ExitCode,
+            nothing_counted,
+            false
+        ));
+        assert!(!restart_still_due(
+            exit(ReplicaType::Worker, false, 1),
+            "p",
+            RestartPolicy::ExitCode,
+            after_count,
+            false
+        ));
+        assert!(!restart_still_due(
+            failed,
+            "p",
+            RestartPolicy::Never,
+            after_count,
+            false
+        ));
+    }
+
+    #[test]
+    fn clean_up_policies_by_pod_phase() {
+        for phase in [None, Some("Pending"), Some("Running"), Some("Unknown")] {
+            assert!(clean_up_deletes(CleanUpPolicy::Unfinished, phase));
+            assert!(clean_up_deletes(CleanUpPolicy::All, phase));
+            assert!(!clean_up_deletes(CleanUpPolicy::None, phase));
+        }
+        for phase in [Some("Succeeded"), Some("Failed")] {
+            assert!(!clean_up_deletes(CleanUpPolicy::Unfinished, phase));
+            assert!(clean_up_deletes(CleanUpPolicy::All, phase));
+            assert!(!clean_up_deletes(CleanUpPolicy::None, phase));
+        }
+    }
 
     fn exit(t: ReplicaType, succeeded: bool, code: i32) -> Exit {
         Exit {

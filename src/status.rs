@@ -2,14 +2,15 @@
 //! `tasks[]`, `aggregate` and conditions that keep their transition times.
 //! Pure: no API calls.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{
     Aggregate, ConditionStatus, ContainerStatus, JobCondition, JobConditionType, ReplicaKey,
-    ReplicaPhase, ReplicaStatus, ReplicaType, TaskStatus,
+    ReplicaPhase, ReplicaStatus, ReplicaType, TaskStatus, TensorFlowTrainingJobStatus,
 };
 
 /// What the job knows about one replica.
@@ -42,8 +43,9 @@ impl ReplicaView {
     /// A replica as its pod shows it; a pod being deleted counts as Deleted.
     pub fn of_pod(key: ReplicaKey, pod: &Pod, cluster: Option<String>) -> ReplicaView {
         let status = pod.status.as_ref();
+        let deleting = pod.metadata.deletion_timestamp.is_some();
         let phase = match status.and_then(|s| s.phase.as_deref()) {
-            _ if pod.metadata.deletion_timestamp.is_some() => ReplicaPhase::Deleted,
+            _ if deleting => ReplicaPhase::Deleted,
             Some("Pending") | None => ReplicaPhase::Pending,
             Some("Running") => ReplicaPhase::Running,
             Some("Succeeded") => ReplicaPhase::Succeeded,
@@ -86,6 +88,20 @@ impl ReplicaView {
                     .collect()
             })
             .unwrap_or_default();
+        if deleting {
+            // A pod on its way out: its last container states (SIGTERM, 143)
+            // are noise, and leaving them out keeps the view, and so the
+            // status, from changing until the pod is gone.
+            return ReplicaView {
+                key,
+                pod_name: pod.metadata.name.clone().unwrap_or_default(),
+                uid: pod.metadata.uid.clone(),
+                phase,
+                containers: Vec::new(),
+                cluster,
+                exit_code: None,
+            };
+        }
         ReplicaView {
             key,
             pod_name: pod.metadata.name.clone().unwrap_or_default(),
@@ -130,6 +146,78 @@ pub fn tasks(
                     .collect(),
             }
         })
+        .collect()
+}
+
+/// How long to wait before writing a job's status: nothing when the last
+/// write (`since_last`, None if none yet) is at least `interval` ago, else
+/// the rest of the interval.
+pub fn write_delay(since_last: Option<Duration>, interval: Duration) -> Duration {
+    since_last.map_or(Duration::ZERO, |since| interval.saturating_sub(since))
+}
+
+/// The wait before a write of replica details alone, after `earlier` such
+/// writes since the last summary change: `base`, doubling each time, at
+/// most 2^[`DETAIL_DOUBLINGS`] × `base`.
+pub fn detail_interval(base: Duration, earlier: u32) -> Duration {
+    base.saturating_mul(2u32.pow(earlier.min(DETAIL_DOUBLINGS)))
+}
+
+/// How often the wait before a detail-only write doubles.
+pub const DETAIL_DOUBLINGS: u32 = 2;
+
+/// The count of detail-only writes to assume after a write: one more after
+/// a detail-only write; none after a summary change, except that once the
+/// job has ended (its clean-up still changing replica states) the longest
+/// wait applies at once, so the clean-up costs one more write.
+pub fn detail_writes_after(earlier: u32, summary_changed: bool, ended: bool) -> u32 {
+    match (summary_changed, ended) {
+        (false, _) => earlier.saturating_add(1),
+        (true, false) => 0,
+        (true, true) => DETAIL_DOUBLINGS,
+    }
+}
+
+/// Whether `new` differs from what was written (`old`) in what users act
+/// upon: phase, conditions (but Initialized, which only says every pod was
+/// created), restart counts or the TensorBoard — as opposed to replica
+/// states and counts alone.
+pub fn summary_changed(
+    old: Option<&TensorFlowTrainingJobStatus>,
+    new: &TensorFlowTrainingJobStatus,
+) -> bool {
+    let Some(old) = old else { return true };
+    let restarts = |s: &TensorFlowTrainingJobStatus| -> Vec<(String, i32)> {
+        s.tasks
+            .iter()
+            .map(|t| (t.replica_type.clone(), t.restart_count))
+            .collect()
+    };
+    let conditions = |s: &'_ TensorFlowTrainingJobStatus| -> Vec<JobCondition> {
+        s.conditions
+            .iter()
+            .filter(|c| c.condition_type != JobConditionType::Initialized)
+            .cloned()
+            .collect()
+    };
+    old.phase != new.phase
+        || conditions(old) != conditions(new)
+        || old.backoff_count != new.backoff_count
+        || old.tensorboard != new.tensorboard
+        || restarts(old) != restarts(new)
+}
+
+/// The uids of the pods whose exit the status already shows (Succeeded or
+/// Failed). The controller acts on an exit before it writes the status that
+/// shows it (a restart is written at once), so after a controller restart
+/// these exits must not be acted upon, nor counted, again.
+pub fn handled_exits(status: &TensorFlowTrainingJobStatus) -> BTreeSet<String> {
+    status
+        .tasks
+        .iter()
+        .flat_map(|t| &t.replica_status)
+        .filter(|r| matches!(r.phase, ReplicaPhase::Succeeded | ReplicaPhase::Failed))
+        .filter_map(|r| r.uid.clone())
         .collect()
 }
 
@@ -236,6 +324,89 @@ mod tests {
             ReplicaView::of_pod(key, &deleting, None).phase,
             ReplicaPhase::Deleted
         );
+    }
+
+    #[test]
+    fn writes_are_an_interval_apart() {
+        let interval = Duration::from_millis(300);
+        assert_eq!(write_delay(None, interval), Duration::ZERO);
+        assert_eq!(
+            write_delay(Some(Duration::from_secs(5)), interval),
+            Duration::ZERO
+        );
+        assert_eq!(
+            write_delay(Some(Duration::from_millis(100)), interval),
+            Duration::from_millis(200)
+        );
+    }
+
+    #[test]
+    fn detail_writes_back_off() {
+        let base = Duration::from_secs(1);
+        let waits: Vec<u64> = (0..6).map(|n| detail_interval(base, n).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 4, 4, 4]);
+        assert_eq!(detail_writes_after(3, true, false), 0);
+        assert_eq!(detail_writes_after(3, false, false), 4);
+        assert_eq!(
+            detail_interval(base, detail_writes_after(0, true, true)),
+            Duration::from_secs(4),
+            "after the job ended, the clean-up waits the longest"
+        );
+    }
+
+    #[test]
+    fn replica_states_alone_are_not_a_summary_change() {
+        let old: TensorFlowTrainingJobStatus = serde_json::from_value(json!({"phase": "Running",
+            "tasks": [{"type": "worker", "restartCount": 0, "replicaStatus": [{"name": "w", "phase": "Running"}]}],
+            "aggregate": {"running": 1}}))
+        .expect("status");
+        assert!(summary_changed(None, &old));
+        let mut new = old.clone();
+        new.tasks[0].replica_status[0].phase = ReplicaPhase::Succeeded;
+        new.aggregate.running = 0;
+        new.aggregate.succeeded = 1;
+        assert!(!summary_changed(Some(&old), &new));
+        new.tasks[0].restart_count = 1;
+        assert!(summary_changed(Some(&old), &new));
+        let mut new = old.clone();
+        new.phase = Some(crate::api::JobPhase::Succeeded);
+        assert!(summary_changed(Some(&old), &new));
+    }
+
+    #[test]
+    fn handled_exits_are_the_finished_replicas_in_the_status() {
+        let status: TensorFlowTrainingJobStatus = serde_json::from_value(json!({"tasks": [
+            {"type": "worker", "restartCount": 1, "replicaStatus": [
+                {"name": "j-worker-0", "uid": "a", "phase": "Failed"},
+                {"name": "j-worker-1", "uid": "b", "phase": "Running"},
+                {"name": "j-worker-2", "uid": "c", "phase": "Succeeded"},
+                {"name": "j-worker-3", "phase": "Creating"},
+            ]},
+        ]}))
+        .expect("status");
+        assert_eq!(
+            handled_exits(&status),
+            BTreeSet::from(["a".to_string(), "c".to_string()])
+        );
+    }
+
+    #[test]
+    fn a_pod_being_deleted_has_a_stable_view() {
+        let key = ReplicaKey::new(ReplicaType::Ps, 0);
+        let running = pod(
+            json!({"metadata": {"name": "j-ps-0", "uid": "u", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"phase": "Running", "containerStatuses": [{"name": "tensorflow", "image": "i", "imageID": "", "ready": true, "restartCount": 0,
+                "state": {"running": {}}}]}}),
+        );
+        let killed = pod(
+            json!({"metadata": {"name": "j-ps-0", "uid": "u", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"phase": "Failed", "containerStatuses": [{"name": "tensorflow", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"terminated": {"exitCode": 143}}}]}}),
+        );
+        let a = ReplicaView::of_pod(key, &running, None);
+        assert_eq!(a.phase, ReplicaPhase::Deleted);
+        assert_eq!(a, ReplicaView::of_pod(key, &killed, None));
+        assert!(!a.is_finished(), "a deleted pod's exit is not acted upon");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -46,11 +46,29 @@ pub struct JobActor {
     views: BTreeMap<ReplicaKey, ReplicaView>,
     /// Pod uids whose exit was already acted upon.
     handled: BTreeSet<String>,
+    /// Of those, the ones the status showed when this actor started (acted
+    /// upon by an earlier controller), not yet seen again.
+    adopted_exits: BTreeSet<String>,
+    /// Restarts decided and counted, sent to their replicas once a status
+    /// write holding the count succeeded.
+    pending_restarts: Vec<(ReplicaKey, String)>,
     status: TensorFlowTrainingJobStatus,
     restart_counts: BTreeMap<ReplicaType, i32>,
     written: Option<TensorFlowTrainingJobStatus>,
-    flush_scheduled: bool,
+    /// When the last status write was sent (writes are at least
+    /// `statusWriteIntervalMs` apart, except the terminal one).
+    last_write: Option<Instant>,
+    /// When the scheduled status write is due, and its timer.
+    flush_due: Option<(Instant, SpawnHandle)>,
     writing: bool,
+    /// The status changed while a write was in flight.
+    flush_after_write: bool,
+    /// Writes of replica details alone since the last summary change.
+    detail_writes: u32,
+    /// A finalizer patch is in flight.
+    adding_finalizer: bool,
+    /// The finalizer patch succeeded (its watch event may still be on the way).
+    finalizer_added: bool,
     /// Validation failed: the job is Failed and owns nothing.
     invalid: bool,
     tearing_down: bool,
@@ -63,6 +81,8 @@ fn now() -> Time {
 impl JobActor {
     pub fn new(shared: Arc<Shared>, job: Arc<TensorFlowTrainingJob>) -> JobActor {
         let status = job.status.clone().unwrap_or_default();
+        // Exits the status already shows were acted upon before a restart.
+        let handled = status::handled_exits(&status);
         let restart_counts = status
             .tasks
             .iter()
@@ -74,11 +94,20 @@ impl JobActor {
             job,
             replicas: BTreeMap::new(),
             views: BTreeMap::new(),
-            handled: BTreeSet::new(),
+            adopted_exits: handled.clone(),
+            handled,
+            pending_restarts: Vec::new(),
             status,
             restart_counts,
-            flush_scheduled: false,
+            // The first write waits one interval, so it carries the first
+            // pods' progress too.
+            last_write: Some(Instant::now()),
+            flush_due: None,
             writing: false,
+            flush_after_write: false,
+            detail_writes: 0,
+            adding_finalizer: false,
+            finalizer_added: false,
             invalid: false,
             tearing_down: false,
         }
@@ -181,6 +210,8 @@ impl JobActor {
             );
             self.replicas.insert(key, actor.start());
         }
+        // The first status write then carries the initial conditions too.
+        self.update_phase();
         self.arm_deadline(ctx);
     }
 
@@ -204,6 +235,7 @@ impl JobActor {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(client, &ns, &builders::tensorboard_resource());
             let name = board.name_any();
+            let board_name = name.clone();
             let resource = builders::tensorboard_resource();
             ctx.spawn(
                 async move {
@@ -232,7 +264,10 @@ impl JobActor {
                         },
                         Err(kube::Error::Api(e)) if e.code == 404 => DependentStatus {
                             action: Some("Create".into()),
-                            note: Some(format!("TensorBoard cannot be created: the {} CRD is not installed in the cluster", resource.api_version)),
+                            note: Some(format!(
+                                "TensorBoard {board_name} cannot be created: the TensorBoard CRD ({}.{}) is not installed in the cluster",
+                                resource.plural, resource.group
+                            )),
                             ready: false,
                             reason: Some("CRDNotInstalled".into()),
                             status_type: Some("Warning".into()),
@@ -354,14 +389,10 @@ impl JobActor {
                 .clean_up_policy()
                 .unwrap_or(CleanUpPolicy::Unfinished)
         };
-        for (key, actor) in &self.replicas {
-            let finished = self.views.get(key).is_some_and(ReplicaView::is_finished);
-            let delete = match policy {
-                CleanUpPolicy::All => true,
-                CleanUpPolicy::Unfinished => !finished,
-                CleanUpPolicy::None => false,
-            };
-            actor.do_send(Finish { delete });
+        // Each replica decides by its own pod's state, which may be newer
+        // than the job's view of it (e.g. right after a controller restart).
+        for actor in self.replicas.values() {
+            actor.do_send(Finish { clean_up: policy });
         }
     }
 
@@ -380,21 +411,28 @@ impl JobActor {
             error.to_string(),
         );
         for actor in self.replicas.values() {
-            actor.do_send(Finish { delete: true });
+            actor.do_send(Finish {
+                clean_up: CleanUpPolicy::All,
+            });
         }
         self.flush(ctx);
     }
 
-    fn ensure_finalizer(&self, ctx: &mut Context<Self>) {
-        if self.job.finalizers().iter().any(|f| f == FINALIZER) {
+    fn ensure_finalizer(&mut self, ctx: &mut Context<Self>) {
+        if self.adding_finalizer
+            || self.finalizer_added
+            || self.job.finalizers().iter().any(|f| f == FINALIZER)
+        {
             return;
         }
+        self.adding_finalizer = true;
         let api = self.api();
         let name = self.name();
+        // The test makes the patch fail (422) if the finalizers changed meanwhile.
         let patch = if self.job.finalizers().is_empty() {
             json!([{"op": "test", "path": "/metadata/finalizers", "value": null}, {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}])
         } else {
-            json!([{"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}])
+            json!([{"op": "test", "path": "/metadata/finalizers", "value": self.job.finalizers()}, {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}])
         };
         ctx.spawn(
             async move {
@@ -405,9 +443,18 @@ impl JobActor {
             }
             .into_actor(self)
             .map(|result, act, _| {
-                if let Err(e) = result {
-                    // The next job update retries.
-                    tracing::warn!(job = %act.name(), error = %e, "adding finalizer failed");
+                act.adding_finalizer = false;
+                match result {
+                    // Its watch event follows; until then do not add it again.
+                    Ok(_) => act.finalizer_added = true,
+                    // The job is gone, or its finalizers changed meanwhile (the
+                    // patch's test failed): the next job update retries if needed.
+                    Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409 | 422) => {
+                        tracing::debug!(job = %act.name(), error = %e, "adding finalizer deferred")
+                    }
+                    Err(e) => {
+                        tracing::warn!(job = %act.name(), error = %e, "adding finalizer failed; the next job update retries")
+                    }
                 }
             }),
         );
@@ -564,13 +611,8 @@ impl JobActor {
         let api: Api<k8s_openapi::api::core::v1::Pod> =
             Api::namespaced(self.shared.home.client.clone(), &self.namespace());
         for pod in leftovers {
-            let finished = matches!(
-                pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-                Some("Succeeded" | "Failed")
-            );
-            let delete = deadline
-                || policy == CleanUpPolicy::All
-                || (policy == CleanUpPolicy::Unfinished && !finished);
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            let delete = deadline || lifecycle::clean_up_deletes(policy, phase);
             if delete && pod.metadata.deletion_timestamp.is_none() {
                 let api = api.clone();
                 let name = pod.name_any();
@@ -586,7 +628,7 @@ impl JobActor {
 
     fn on_exit(&mut self, ctx: &mut Context<Self>, view: &ReplicaView) {
         let Some(uid) = view.uid.clone() else { return };
-        if self.terminal() || !self.handled.insert(uid.clone()) {
+        if self.terminal() {
             return;
         }
         let exit = Exit {
@@ -595,10 +637,6 @@ impl JobActor {
             exit_code: view.exit_code,
         };
         let debug = self.job.spec.run_mode_kind() == RunModeKind::Debug;
-        if exit.succeeded && Some(view.key) == self.job.spec.master() && !debug {
-            self.succeed(ctx, view.key);
-            return;
-        }
         let policy = self
             .job
             .spec
@@ -614,6 +652,22 @@ impl JobActor {
                 .and_then(|p| p.backoff_limit),
             used: self.status.backoff_count,
         };
+        if !self.handled.insert(uid.clone()) {
+            // An exit an earlier controller counted a restart for, whose pod is
+            // still there: it was stopped before replacing it. Replace it now,
+            // without counting again.
+            if self.adopted_exits.remove(&uid)
+                && lifecycle::restart_still_due(exit, &view.pod_name, policy, budget, debug)
+                && let Some(actor) = self.replicas.get(&view.key)
+            {
+                actor.do_send(Restart { uid: Some(uid) });
+            }
+            return;
+        }
+        if exit.succeeded && Some(view.key) == self.job.spec.master() && !debug {
+            self.succeed(ctx, view.key);
+            return;
+        }
         match lifecycle::decide(exit, &view.pod_name, policy, budget, debug) {
             Verdict::Restart => {
                 self.status.backoff_count += 1;
@@ -632,10 +686,10 @@ impl JobActor {
                         view.key, self.status.backoff_count
                     ),
                 );
-                if let Some(actor) = self.replicas.get(&view.key) {
-                    actor.do_send(Restart { uid: Some(uid) });
-                }
-                // Restart counts are written at once so a controller restart keeps them.
+                // The count is written first, at once, and the pod replaced once
+                // it is stored: a controller restart in between neither loses
+                // nor repeats the count (see `adopted_exits`).
+                self.pending_restarts.push((view.key, uid));
                 self.flush(ctx);
             }
             Verdict::Done => {}
@@ -676,8 +730,8 @@ impl JobActor {
             self.set_condition(
                 Cond::ReplicaFailure,
                 ConditionStatus::False,
-                "-",
-                "All pods are running normally.",
+                "NoReplicaFailed",
+                "No replica has failed for good.",
             );
         }
         let all_up = self.views.values().all(|v| {
@@ -720,28 +774,88 @@ impl JobActor {
         status
     }
 
+    /// Writes the status soon. A change of what users act upon (phase,
+    /// conditions, restart counts, TensorBoard) is written at once after a
+    /// quiet spell, else `statusWriteIntervalMs` after the previous write; a
+    /// change of replica states and counts alone waits for
+    /// `statusDetailIntervalMs` after it, doubling with each such write (up
+    /// to 4×) until the next summary change. So a job writes few statuses
+    /// however fast or slowly its pods progress, and each new phase shows
+    /// promptly.
     fn schedule_flush(&mut self, ctx: &mut Context<Self>) {
-        if self.flush_scheduled {
+        if self.writing {
+            self.flush_after_write = true;
             return;
         }
-        self.flush_scheduled = true;
-        ctx.run_later(self.shared.config.status_write_interval(), |act, ctx| {
-            act.flush_scheduled = false;
-            act.flush(ctx);
-        });
-    }
-
-    /// Writes the status if it differs from what was last written.
-    fn flush(&mut self, ctx: &mut Context<Self>) {
-        if self.writing {
-            self.schedule_flush(ctx);
+        let config = &self.shared.config;
+        let since_last = self.last_write.map(|t| t.elapsed());
+        let now = Instant::now();
+        // (A delay too long for an Instant, from an absurd setting: a year.)
+        let due_after = |delay: Duration| {
+            now.checked_add(delay)
+                .unwrap_or_else(|| now + Duration::from_secs(365 * 86_400))
+        };
+        if let Some((scheduled, _)) = self.flush_due
+            && scheduled
+                <= due_after(status::write_delay(
+                    since_last,
+                    config.status_write_interval(),
+                ))
+        {
+            // Already due as soon as any write may be.
             return;
         }
         let desired = self.desired_status();
         if self.written.as_ref() == Some(&desired) {
             return;
         }
+        let interval = if status::summary_changed(self.written.as_ref(), &desired) {
+            config.status_write_interval()
+        } else {
+            status::detail_interval(config.status_detail_interval(), self.detail_writes)
+        };
+        let delay = status::write_delay(since_last, interval);
+        let due = due_after(delay);
+        if let Some((scheduled, handle)) = self.flush_due {
+            if scheduled <= due {
+                return;
+            }
+            ctx.cancel_future(handle);
+        }
+        let handle = ctx.run_later(delay, |act, ctx| {
+            act.flush_due = None;
+            act.flush(ctx);
+        });
+        self.flush_due = Some((due, handle));
+    }
+
+    fn send_restarts(&self, restarts: Vec<(ReplicaKey, String)>) {
+        for (key, uid) in restarts {
+            if let Some(actor) = self.replicas.get(&key) {
+                actor.do_send(Restart { uid: Some(uid) });
+            }
+        }
+    }
+
+    /// Writes the status if it differs from what was last written.
+    fn flush(&mut self, ctx: &mut Context<Self>) {
+        if self.writing {
+            self.flush_after_write = true;
+            return;
+        }
+        let desired = self.desired_status();
+        let restarts = std::mem::take(&mut self.pending_restarts);
+        if self.written.as_ref() == Some(&desired) {
+            self.send_restarts(restarts);
+            return;
+        }
+        self.detail_writes = status::detail_writes_after(
+            self.detail_writes,
+            status::summary_changed(self.written.as_ref(), &desired),
+            desired.phase.is_some_and(JobPhase::is_terminal),
+        );
         self.writing = true;
+        self.last_write = Some(Instant::now());
         let api = self.api();
         let name = self.name();
         let body = json!({"status": desired});
@@ -752,9 +866,14 @@ impl JobActor {
                     Ok(_) => {
                         act.shared.status_writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         act.written = Some(desired);
+                        act.send_restarts(restarts);
+                        if std::mem::take(&mut act.flush_after_write) || !act.pending_restarts.is_empty() {
+                            act.schedule_flush(ctx);
+                        }
                     }
                     Err(kube::Error::Api(e)) if e.code == 404 => {}
                     Err(e) => {
+                        act.pending_restarts.extend(restarts);
                         tracing::warn!(job = %act.name(), error = %e, "writing status failed; retrying");
                         let retry = act.shared.config.retry_interval();
                         ctx.run_later(retry, |act, ctx| act.flush(ctx));

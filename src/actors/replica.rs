@@ -10,7 +10,8 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 
 use super::cluster::{ClusterHandle, PodChanged, PodKey};
-use crate::api::ReplicaKey;
+use crate::api::{CleanUpPolicy, ReplicaKey};
+use crate::lifecycle;
 use crate::status::ReplicaView;
 
 /// A replica's current state, for its job.
@@ -30,11 +31,13 @@ pub struct Restart {
     pub uid: Option<String>,
 }
 
-/// The job is done with this replica: delete its pod (and service) or keep them.
+/// The job is done with this replica: no new pod; the clean-up policy
+/// decides, by the state of the replica's pod, whether pod and service go
+/// (also for a pod that shows up later, e.g. from a create in flight).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Finish {
-    pub delete: bool,
+    pub clean_up: CleanUpPolicy,
 }
 
 /// Delete pod and service, report `TornDown` once the pod is gone, stop.
@@ -51,8 +54,17 @@ pub struct ReplicaActor {
     job: Recipient<ReplicaReport>,
     torn_down: Recipient<TornDown>,
     current: Option<Arc<Pod>>,
+    /// The uid of the last pod seen, reported once the pod is gone.
+    last_uid: Option<String>,
     /// Whether the replica should have a pod (false once finished or paused).
     wants_pod: bool,
+    /// The job ended with this clean-up policy.
+    finished: Option<CleanUpPolicy>,
+    /// The pod uid a clean-up delete was sent for.
+    cleaning: Option<String>,
+    /// A delete of the service was sent / succeeded.
+    service_deleted: bool,
+    service_gone: bool,
     /// A create request is in flight.
     creating: bool,
     tearing_down: bool,
@@ -83,7 +95,12 @@ impl ReplicaActor {
             job,
             torn_down,
             current: None,
+            last_uid: None,
             wants_pod: true,
+            finished: None,
+            cleaning: None,
+            service_deleted: false,
+            service_gone: false,
             creating: false,
             tearing_down: false,
             retry,
@@ -109,6 +126,7 @@ impl ReplicaActor {
                     Some(self.cluster.name.clone()),
                 );
                 view.phase = crate::api::ReplicaPhase::Deleted;
+                view.uid = self.last_uid.clone();
                 view
             }
         };
@@ -145,8 +163,12 @@ impl ReplicaActor {
                 Ok(pod) => {
                     // The informer reports it too; taking it now avoids a second create.
                     if act.current.is_none() {
-                        act.current = Some(Arc::new(pod));
+                        act.set_current(Some(Arc::new(pod)));
                         act.report();
+                        act.apply_clean_up(ctx);
+                        if act.tearing_down {
+                            act.delete_pod(ctx, None);
+                        }
                     }
                 }
                 // The pod exists (we are catching up after a restart): its event follows.
@@ -183,12 +205,19 @@ impl ReplicaActor {
         }));
     }
 
-    fn delete_service(&self, ctx: &mut Context<Self>) {
+    fn delete_service(&mut self, ctx: &mut Context<Self>) {
+        self.service_deleted = true;
         let api: Api<Service> = Api::namespaced(self.cluster.client.clone(), &self.pod_key.0);
         let name = self.pod_key.1.clone();
         ctx.spawn(async move { api.delete(&name, &DeleteParams::background()).await }.into_actor(self).map(|result, act, ctx| match result {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Ok(_) => {
+                act.service_gone = true;
+                act.finish_teardown_if_gone(ctx);
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                act.service_gone = true;
+                act.finish_teardown_if_gone(ctx);
+            }
             Err(e) => {
                 tracing::warn!(replica = %act.pod_key.1, error = %e, "deleting service failed; retrying");
                 let retry = act.retry;
@@ -197,8 +226,41 @@ impl ReplicaActor {
         }));
     }
 
+    fn set_current(&mut self, pod: Option<Arc<Pod>>) {
+        if let Some(uid) = pod.as_ref().and_then(|p| p.metadata.uid.clone()) {
+            self.last_uid = Some(uid);
+        }
+        self.current = pod;
+    }
+
+    /// Once the job ended: deletes the pod and service if the clean-up
+    /// policy says so for the pod's state.
+    fn apply_clean_up(&mut self, ctx: &mut Context<Self>) {
+        let Some(policy) = self.finished else { return };
+        let phase = self
+            .current
+            .as_ref()
+            .and_then(|p| p.status.as_ref())
+            .and_then(|s| s.phase.clone());
+        if !lifecycle::clean_up_deletes(policy, phase.as_deref()) {
+            return;
+        }
+        if let Some(pod) = &self.current {
+            let uid = pod.metadata.uid.clone();
+            if pod.metadata.deletion_timestamp.is_none() && self.cleaning != uid {
+                self.cleaning = uid.clone();
+                self.delete_pod(ctx, uid);
+            }
+        }
+        if !self.service_deleted {
+            self.delete_service(ctx);
+        }
+    }
+
+    /// Reports `TornDown` once both the pod and the service are gone.
     fn finish_teardown_if_gone(&self, ctx: &mut Context<Self>) {
-        if self.tearing_down && self.current.is_none() {
+        // A create in flight must land first, so its pod gets deleted too.
+        if self.tearing_down && self.current.is_none() && self.service_gone && !self.creating {
             self.torn_down.do_send(TornDown(self.key));
             ctx.stop();
         }
@@ -209,9 +271,10 @@ impl Actor for ReplicaActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        self.current = self
+        let cached = self
             .cluster
             .register(self.pod_key.clone(), ctx.address().recipient());
+        self.set_current(cached);
         self.ensure_service(ctx);
         self.ensure_pod(ctx);
         self.report();
@@ -234,11 +297,21 @@ impl Handler<PodChanged> for ReplicaActor {
             (None, None) => true,
             _ => false,
         };
-        self.current = msg.0;
+        self.set_current(msg.0);
         if !same {
             self.report();
         }
         self.ensure_pod(ctx);
+        self.apply_clean_up(ctx);
+        if self.tearing_down
+            && self
+                .current
+                .as_ref()
+                .is_some_and(|p| p.metadata.deletion_timestamp.is_none())
+        {
+            // A pod that appeared after the teardown began (a create in flight).
+            self.delete_pod(ctx, None);
+        }
         self.finish_teardown_if_gone(ctx);
     }
 }
@@ -263,11 +336,11 @@ impl Handler<Finish> for ReplicaActor {
 
     fn handle(&mut self, msg: Finish, ctx: &mut Self::Context) {
         self.wants_pod = false;
-        if msg.delete {
-            if let Some(uid) = self.current.as_ref().map(|p| p.metadata.uid.clone()) {
-                self.delete_pod(ctx, uid);
-            }
-            self.delete_service(ctx);
+        self.finished = Some(msg.clean_up);
+        self.apply_clean_up(ctx);
+        if self.current.is_none() && !self.creating {
+            // The replica has no pod and will get none.
+            self.report();
         }
     }
 }
@@ -281,7 +354,9 @@ impl Handler<Teardown> for ReplicaActor {
         if self.current.is_some() {
             self.delete_pod(ctx, None);
         }
-        self.delete_service(ctx);
+        if !self.service_deleted {
+            self.delete_service(ctx);
+        }
         self.finish_teardown_if_gone(ctx);
     }
 }

@@ -1,0 +1,1268 @@
+//! The operator end to end (issue 4's acceptance): each test starts its own
+//! simulated cluster in-process, installs the CRDs and runs the controller
+//! binary (`tfjob-federator run`) against it over loopback HTTP. Pods behave
+//! as their `sim.federation.tfjob.io/*` annotations script; the tests assert
+//! only on what the API shows: job status, pods, services, PodGroups,
+//! TensorBoards, Events and kubectl's output.
+
+#[path = "common/operator.rs"]
+mod operator_support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use operator_support::*;
+use serde_json::{Value, json};
+use tfjob_federator::api::{JobPhase, ReplicaPhase};
+
+/// Quick pods: bound → Running in 0.1 s.
+const PENDING: (&str, &str) = ("pending-seconds", "0.1");
+
+fn run(seconds: &'static str) -> (&'static str, &'static str) {
+    ("run-seconds", seconds)
+}
+
+fn exits(codes: &'static str) -> (&'static str, &'static str) {
+    ("exit-codes", codes)
+}
+
+const MANAGED: [&str; 6] = [
+    "app.kubernetes.io/managed-by",
+    "federation.tfjob.io/job-name",
+    "federation.tfjob.io/job-uid",
+    "federation.tfjob.io/placement-epoch",
+    "federation.tfjob.io/replica-index",
+    "federation.tfjob.io/replica-type",
+];
+
+fn resource_version(object: &impl kube::Resource) -> u64 {
+    object
+        .meta()
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .expect("a numeric resourceVersion")
+}
+
+fn pod_phase(pod: &Pod) -> String {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default()
+}
+
+/// Waits a moment and checks that the job's pods are still exactly `names`.
+async fn pods_stay(env: &Env, job: &str, names: &[&str]) {
+    env.wait_pod_names(job, names).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let now: Vec<String> = env.job_pods(job).await.into_keys().collect();
+    let mut expected: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    expected.sort();
+    assert_eq!(now, expected, "job {job}: the pods changed after settling");
+}
+
+/// The phases the recorder saw, once it saw `last` (watches may lag a poll).
+async fn recorded_phases(
+    recorder: &Recorder<tfjob_federator::api::TensorFlowTrainingJob>,
+    name: &str,
+    last: JobPhase,
+) -> Vec<JobPhase> {
+    wait_for(
+        &format!("the watch to see {name} {last:?}"),
+        WAIT,
+        async || {
+            let seen = phases(recorder, name);
+            (seen.last() == Some(&last)).then_some(seen)
+        },
+    )
+    .await
+}
+
+fn tf_config(job: &str, task: &str, index: i32) -> String {
+    format!(
+        r#"{{"cluster":{{"chief":["{job}-chief-0.default.svc:2222"],"ps":["{job}-ps-0.default.svc:2222"],"worker":["{job}-worker-0.default.svc:2222","{job}-worker-1.default.svc:2222"]}},"task":{{"type":"{task}","index":{index}}},"environment":"cloud"}}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chief_workers_and_ps_run_then_succeed() {
+    let env = Env::start("chief-workers-ps").await;
+    let recorder = Recorder::start(env.jobs()).await;
+    // Pods pend long enough for the Pending phase to be written.
+    let pending = ("pending-seconds", "0.7");
+    let spec = json!({"replicaSpecs": [
+        replica("chief", 1, &[pending, run("2.5")]),
+        replica("worker", 2, &[pending, run("1.5")]),
+        replica("ps", 1, &[pending, run("3600")]),
+    ]});
+    let uid = env.submit(&job("mnist", spec)).await.uid().expect("uid");
+
+    let running = env.wait_phase("mnist", JobPhase::Running).await;
+    assert_eq!(aggregate(&running), [0, 0, 4, 0, 0, 0, 0]);
+    assert_eq!(condition_status(&running, "Initialized"), "True");
+    assert_eq!(condition_status(&running, "Running"), "True");
+    assert_eq!(condition_status(&running, "ReplicaFailure"), "False");
+    assert_eq!(condition_status(&running, "Completed"), "");
+    assert!(
+        running
+            .finalizers()
+            .contains(&"federation.tfjob.io/cleanup".into()),
+        "the job carries the clean-up finalizer: {:?}",
+        running.finalizers()
+    );
+
+    // Pods: names, labels, annotations, owner, restart policy, TF_CONFIG.
+    let pods = env.job_pods("mnist").await;
+    let names: Vec<&str> = pods.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "mnist-chief-0",
+            "mnist-ps-0",
+            "mnist-worker-0",
+            "mnist-worker-1"
+        ]
+    );
+    let status = running.status.as_ref().expect("status");
+    for (name, pod) in &pods {
+        let (rtype, index) = name
+            .strip_prefix("mnist-")
+            .and_then(|rest| rest.rsplit_once('-'))
+            .expect("<job>-<type>-<index>");
+        let labels = pod.labels();
+        let expected: BTreeMap<String, String> = [
+            ("app.kubernetes.io/managed-by", "tfjob-federator"),
+            ("federation.tfjob.io/job-name", "mnist"),
+            ("federation.tfjob.io/job-uid", uid.as_str()),
+            ("federation.tfjob.io/placement-epoch", "0"),
+            ("federation.tfjob.io/replica-index", index),
+            ("federation.tfjob.io/replica-type", rtype),
+            ("team", "vision"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(labels, &expected, "labels of {name}");
+        assert!(
+            pod.annotations()
+                .contains_key("sim.federation.tfjob.io/run-seconds"),
+            "template annotations are copied to {name}"
+        );
+        let owner = &pod.owner_references()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+            ("TensorFlowTrainingJob", "mnist", uid.as_str())
+        );
+        assert_eq!(owner.controller, Some(true));
+        let spec = pod.spec.as_ref().expect("pod spec");
+        assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+        let index: i32 = index.parse().expect("index");
+        assert_eq!(
+            tf_env(pod, "TF_CONFIG").as_deref(),
+            Some(tf_config("mnist", rtype, index).as_str()),
+            "TF_CONFIG of {name}"
+        );
+        let ports = main_container(pod).ports.clone().unwrap_or_default();
+        assert_eq!(ports[0].name.as_deref(), Some("tfjob-port"));
+        assert_eq!(ports[0].container_port, 2222);
+        // The status lists this pod under its type, with its uid and cluster.
+        let task = status
+            .tasks
+            .iter()
+            .find(|t| t.replica_type == rtype)
+            .expect("task of the type");
+        let replica = task
+            .replica_status
+            .iter()
+            .find(|r| r.name == *name)
+            .expect("replica status of the pod");
+        assert_eq!(replica.uid, pod.metadata.uid);
+        assert_eq!(replica.phase, ReplicaPhase::Running);
+        assert_eq!(replica.cluster.as_deref(), Some("home"));
+    }
+    let task_types: Vec<&str> = status
+        .tasks
+        .iter()
+        .map(|t| t.replica_type.as_str())
+        .collect();
+    assert_eq!(task_types, ["chief", "worker", "ps"]);
+
+    // Headless services, one per replica.
+    let services = env.job_services("mnist").await;
+    assert_eq!(services.len(), 4);
+    for (name, service) in &services {
+        assert!(pods.contains_key(name), "service {name} matches a pod");
+        let spec = service.spec.as_ref().expect("service spec");
+        assert_eq!(
+            spec.cluster_ip.as_deref(),
+            Some("None"),
+            "{name} is headless"
+        );
+        let port = &spec.ports.as_ref().expect("ports")[0];
+        assert_eq!(
+            (port.name.as_deref(), port.port),
+            (Some("tfjob-port"), 2222)
+        );
+        let selector = spec.selector.clone().unwrap_or_default();
+        let pod_labels = pods[name].labels();
+        assert!(
+            !selector.is_empty() && selector.iter().all(|(k, v)| pod_labels.get(k) == Some(v)),
+            "service {name} selects its pod: {selector:?}"
+        );
+        for label in MANAGED {
+            assert!(service.labels().contains_key(label), "{name} has {label}");
+        }
+        assert_eq!(service.owner_references()[0].uid, uid);
+    }
+
+    let done = env.wait_phase("mnist", JobPhase::Succeeded).await;
+    assert_eq!(condition_status(&done, "Completed"), "True");
+    assert_eq!(condition_status(&done, "Running"), "False");
+    assert_eq!(condition_status(&done, "Failed"), "False");
+    // The still-running ps is deleted (clean-up policy unfinished).
+    pods_stay(
+        &env,
+        "mnist",
+        &["mnist-chief-0", "mnist-worker-0", "mnist-worker-1"],
+    )
+    .await;
+    assert!(!env.job_services("mnist").await.contains_key("mnist-ps-0"));
+    let settled = env
+        .wait_job("mnist", "settled with the ps deleted", |j| {
+            aggregate(j) == [0, 0, 0, 3, 0, 0, 1]
+        })
+        .await;
+    assert_eq!(phase_of(&settled), Some(JobPhase::Succeeded));
+
+    // Every step the controller wrote was consistent.
+    let seen = recorded_phases(&recorder, "mnist", JobPhase::Succeeded).await;
+    let steps = statuses(&recorder, "mnist");
+    assert_eq!(
+        seen,
+        [JobPhase::Pending, JobPhase::Running, JobPhase::Succeeded]
+    );
+    for step in &steps {
+        let Some(phase) = phase_of(step) else {
+            continue;
+        };
+        let a = aggregate(step);
+        assert_eq!(
+            a.iter().sum::<i32>(),
+            4,
+            "aggregate {a:?} counts every replica"
+        );
+        match phase {
+            JobPhase::Pending => {
+                assert_eq!(condition_status(step, "Running"), "False");
+                assert!(a[2] < 4, "Pending while all run: {a:?}");
+            }
+            JobPhase::Running => {
+                assert_eq!(condition_status(step, "Running"), "True");
+                assert_eq!(condition_status(step, "Initialized"), "True");
+                assert_eq!(condition_status(step, "Completed"), "");
+            }
+            JobPhase::Succeeded => {
+                assert_eq!(condition_status(step, "Completed"), "True");
+                assert!(a[3] >= 1, "the chief succeeded: {a:?}");
+            }
+            other => panic!("unexpected phase {other:?}"),
+        }
+    }
+    let events = env.events_about(&uid).await;
+    let reasons: Vec<&str> = events.iter().filter_map(|e| e.reason.as_deref()).collect();
+    for reason in ["Created", "Running", "Succeeded"] {
+        assert!(reasons.contains(&reason), "an Event {reason}: {reasons:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_chief_worker_0_decides() {
+    let env = Env::start("no-chief").await;
+    // No chief: worker-0 is the master. The ps and the evaluator would run
+    // for an hour; the job ends when worker-0 does.
+    let spec = json!({"replicaSpecs": [
+        replica("worker", 2, &[PENDING, run("1")]),
+        replica("ps", 1, &[PENDING, run("3600")]),
+        replica("evaluator", 1, &[PENDING, run("3600")]),
+    ]});
+    env.submit(&job("nochief", spec)).await;
+    let done = env.wait_phase("nochief", JobPhase::Succeeded).await;
+    assert_eq!(condition_status(&done, "Completed"), "True");
+    let (_, _, message) = condition(&done, "Completed").expect("Completed");
+    assert!(!message.is_empty());
+    // The ps and the evaluator are deleted; worker-1 too unless it ended
+    // before worker-0 (both run the same script).
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let left: Vec<String> = env.job_pods("nochief").await.into_keys().collect();
+    assert!(
+        left == ["nochief-worker-0"] || left == ["nochief-worker-0", "nochief-worker-1"],
+        "{left:?}"
+    );
+    let uid = done.uid().expect("uid");
+    let events = env.events_about(&uid).await;
+    let succeeded = events
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("Succeeded"))
+        .expect("a Succeeded event");
+    assert!(
+        succeeded
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("worker-0"),
+        "the event names the deciding replica: {:?}",
+        succeeded.note
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_code_policy_restarts_only_retryable_codes() {
+    let env = Env::start("exit-code").await;
+    let pods = Recorder::start(env.pods()).await;
+    let retry = json!({"replicaSpecs": [with_policy(
+        replica("worker", 1, &[PENDING, run("0.5"), exits("137,0")]), "ExitCode")]});
+    let fatal = json!({"replicaSpecs": [with_policy(
+        replica("worker", 1, &[PENDING, run("0.5"), exits("1")]), "ExitCode")]});
+    env.submit(&job("retry", retry)).await;
+    env.submit(&job("fatal", fatal)).await;
+
+    let done = env.wait_phase("retry", JobPhase::Succeeded).await;
+    assert_eq!(backoff_count(&done), 1);
+    assert_eq!(restart_count(&done, "worker"), 1);
+    assert_eq!(pods.added_per_name().get("retry-worker-0"), Some(&2));
+    let events = env.events_about(&done.uid().expect("uid")).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("Restarting")
+                && e.note.as_deref().unwrap_or_default().contains("137")),
+        "a Restarting event names the exit code"
+    );
+
+    let failed = env.wait_phase("fatal", JobPhase::Failed).await;
+    let (status, reason, message) = condition(&failed, "Failed").expect("Failed condition");
+    assert_eq!(status, "True");
+    assert_eq!(reason, "ReplicaFailed");
+    assert!(
+        message.contains("worker-0") && message.contains("code 1"),
+        "the message names the replica and the code: {message}"
+    );
+    assert_eq!(backoff_count(&failed), 0);
+    assert_eq!(pods.added_per_name().get("fatal-worker-0"), Some(&1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_failure_stops_at_the_backoff_limit() {
+    let env = Env::start("backoff").await;
+    let pods = Recorder::start(env.pods()).await;
+    let spec = json!({
+        "runPolicy": {"backoffLimit": 2},
+        "replicaSpecs": [
+            replica("chief", 1, &[PENDING, run("3600")]),
+            with_policy(replica("worker", 1, &[PENDING, run("0.3"), exits("1")]), "OnFailure"),
+        ],
+    });
+    env.submit(&job("flaky", spec)).await;
+    let failed = env.wait_phase("flaky", JobPhase::Failed).await;
+    let (status, reason, message) = condition(&failed, "Failed").expect("Failed condition");
+    assert_eq!(status, "True");
+    assert_eq!(reason, "BackoffLimitExceeded");
+    assert!(
+        message.contains("backoff limit of 2") && message.contains("worker-0"),
+        "{message}"
+    );
+    assert_eq!(backoff_count(&failed), 2);
+    assert_eq!(restart_count(&failed, "worker"), 2);
+    assert_eq!(restart_count(&failed, "chief"), 0);
+    let added = pods.added_per_name();
+    assert_eq!(
+        added.get("flaky-worker-0"),
+        Some(&3),
+        "two restarts: {added:?}"
+    );
+    assert_eq!(added.get("flaky-chief-0"), Some(&1));
+    // The running chief is deleted (unfinished), the failed worker kept.
+    pods_stay(&env, "flaky", &["flaky-worker-0"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_fails_the_job_but_an_evaluator_only_sets_replica_failure() {
+    let env = Env::start("never").await;
+    let never = json!({"replicaSpecs": [
+        replica("chief", 1, &[PENDING, run("3600")]),
+        with_policy(replica("worker", 1, &[PENDING, run("0.3"), exits("1")]), "Never"),
+    ]});
+    let evaluated = json!({"replicaSpecs": [
+        replica("chief", 1, &[PENDING, run("2")]),
+        replica("evaluator", 1, &[PENDING, run("0.3"), exits("2")]),
+    ]});
+    env.submit(&job("never", never)).await;
+    env.submit(&job("evaluated", evaluated)).await;
+
+    let failed = env.wait_phase("never", JobPhase::Failed).await;
+    let (_, reason, message) = condition(&failed, "Failed").expect("Failed condition");
+    assert_eq!(reason, "ReplicaFailed");
+    assert!(
+        message.contains("worker-0") && message.contains("code 1"),
+        "{message}"
+    );
+
+    let hurt = env
+        .wait_job("evaluated", "ReplicaFailure True", |j| {
+            condition_status(j, "ReplicaFailure") == "True"
+        })
+        .await;
+    assert_eq!(phase_of(&hurt), Some(JobPhase::Running));
+    let (_, _, message) = condition(&hurt, "ReplicaFailure").expect("ReplicaFailure");
+    assert!(
+        message.contains("evaluator-0") && message.contains("code 2"),
+        "{message}"
+    );
+    let done = env.wait_phase("evaluated", JobPhase::Succeeded).await;
+    assert_eq!(condition_status(&done, "ReplicaFailure"), "True");
+    assert_eq!(condition_status(&done, "Failed"), "False");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn active_deadline_fails_the_job_and_deletes_every_pod() {
+    let env = Env::start("deadline").await;
+    let spec = json!({
+        "runPolicy": {"activeDeadlineSeconds": 2, "cleanUpPolicy": "None"},
+        "replicaSpecs": [
+            replica("chief", 1, &[PENDING, run("3600")]),
+            replica("worker", 1, &[PENDING, run("0.3")]),
+        ],
+    });
+    let created = env.submit(&job("slow", spec)).await;
+    let started = Instant::now();
+    let failed = env.wait_phase("slow", JobPhase::Failed).await;
+    let after = started.elapsed();
+    assert!(
+        after >= Duration::from_millis(900) && after < Duration::from_secs(8),
+        "failed after {after:?}"
+    );
+    let (_, reason, message) = condition(&failed, "Failed").expect("Failed condition");
+    assert_eq!(reason, "DeadlineExceeded");
+    assert!(message.contains("activeDeadlineSeconds"), "{message}");
+    // Every pod goes, even the finished worker and despite cleanUpPolicy None.
+    pods_stay(&env, "slow", &[]).await;
+    let events = env.events_about(&created.uid().expect("uid")).await;
+    assert!(events.iter().any(|e| e.reason.as_deref() == Some("Failed")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clean_up_policies_leave_the_right_pods() {
+    let env = Env::start("clean-up").await;
+    let spec = |policy: &str| {
+        json!({
+            "runPolicy": {"cleanUpPolicy": policy},
+            "replicaSpecs": [
+                replica("chief", 1, &[PENDING, run("1.5")]),
+                replica("worker", 1, &[PENDING, run("0.5")]),
+                replica("ps", 1, &[PENDING, run("3600")]),
+            ],
+        })
+    };
+    env.submit(&job("all", spec("All"))).await;
+    env.submit(&job("unfinished", spec("unfinished"))).await;
+    env.submit(&job("none", spec("NONE"))).await;
+    for name in ["all", "unfinished", "none"] {
+        env.wait_phase(name, JobPhase::Succeeded).await;
+    }
+    pods_stay(&env, "all", &[]).await;
+    pods_stay(
+        &env,
+        "unfinished",
+        &["unfinished-chief-0", "unfinished-worker-0"],
+    )
+    .await;
+    pods_stay(
+        &env,
+        "none",
+        &["none-chief-0", "none-ps-0", "none-worker-0"],
+    )
+    .await;
+    let ps = env.pods().get("none-ps-0").await.expect("ps pod");
+    assert_eq!(
+        pod_phase(&ps),
+        "Running",
+        "cleanUpPolicy none keeps the ps running"
+    );
+    assert!(
+        env.job_services("all").await.is_empty(),
+        "all: no services left"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_then_resume_with_resume_specs() {
+    let env = Env::start("pause").await;
+    let jobs = Recorder::start(env.jobs()).await;
+    let pods = Recorder::start(env.pods()).await;
+    let spec = json!({
+        "runMode": {"pause": {"enable": true, "resumeSpecs": [
+            {"type": "worker", "command": ["python", "resume.py"], "args": ["--from", "ckpt"]},
+            {"type": "chief", "args": ["--resume"]},
+        ]}},
+        "replicaSpecs": [
+            replica("chief", 1, &[("pending-seconds", "0.3"), run("1.5")]),
+            replica("worker", 1, &[("pending-seconds", "0.3"), run("1")]),
+        ],
+    });
+    env.submit(&job("held", spec)).await;
+    let paused = env.wait_phase("held", JobPhase::Paused).await;
+    assert_eq!(condition_status(&paused, "Paused"), "True");
+    pods_stay(&env, "held", &[]).await;
+    assert!(pods.events().is_empty(), "a paused job creates no pods");
+    assert_eq!(phase_of(&env.job("held").await), Some(JobPhase::Paused));
+
+    env.jobs()
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"runMode": {"pause": {"enable": false}}}})),
+        )
+        .await
+        .expect("resume");
+    let done = env.wait_phase("held", JobPhase::Succeeded).await;
+    assert_eq!(condition_status(&done, "Paused"), "False");
+    assert_eq!(
+        recorded_phases(&jobs, "held", JobPhase::Succeeded).await,
+        [
+            JobPhase::Paused,
+            JobPhase::Resuming,
+            JobPhase::Running,
+            JobPhase::Succeeded
+        ]
+    );
+    let created: BTreeMap<String, Pod> = pods
+        .events()
+        .into_iter()
+        .filter(|(c, _)| *c == Change::Added)
+        .map(|(_, p)| (p.name_any(), p))
+        .collect();
+    let worker = main_container(&created["held-worker-0"]);
+    assert_eq!(
+        worker.command,
+        Some(vec!["python".to_string(), "resume.py".to_string()])
+    );
+    assert_eq!(
+        worker.args,
+        Some(vec!["--from".to_string(), "ckpt".to_string()])
+    );
+    let chief = main_container(&created["held-chief-0"]);
+    assert_eq!(
+        chief.command,
+        Some(vec!["python".to_string(), "train.py".to_string()]),
+        "no resume command: the template's stays"
+    );
+    assert_eq!(chief.args, Some(vec!["--resume".to_string()]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_mode_runs_the_debug_command_and_tolerates_failures() {
+    let env = Env::start("debug").await;
+    let spec = json!({
+        "runMode": {"debug": {"enabled": true, "replicaSpecs": [
+            {"type": "worker", "command": ["bash", "-c", "sleep 3600"]},
+        ]}},
+        "replicaSpecs": [
+            replica("chief", 1, &[PENDING, run("0.5")]),
+            replica("worker", 1, &[PENDING, run("0.5"), exits("1")]),
+        ],
+    });
+    env.submit(&job("dbg", spec)).await;
+    let pods = env
+        .wait_pod_names("dbg", &["dbg-chief-0", "dbg-worker-0"])
+        .await;
+    let chief = main_container(&pods["dbg-chief-0"]);
+    assert_eq!(
+        chief.command,
+        Some(vec!["sleep".to_string(), "inf".to_string()])
+    );
+    assert_eq!(chief.args, None);
+    let worker = main_container(&pods["dbg-worker-0"]);
+    assert_eq!(
+        worker.command,
+        Some(vec!["bash".into(), "-c".into(), "sleep 3600".into()])
+    );
+    // The worker fails and the chief ends: the job neither fails nor succeeds.
+    let settled = env
+        .wait_job("dbg", "with both pods finished", |j| {
+            let a = aggregate(j);
+            a[3] == 1 && a[4] == 1
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let later = env.job("dbg").await;
+    assert_eq!(
+        phase_of(&later),
+        Some(JobPhase::Running),
+        "{:?}",
+        later.status
+    );
+    assert_eq!(condition_status(&later, "Failed"), "");
+    assert_eq!(condition_status(&settled, "ReplicaFailure"), "True");
+    pods_stay(&env, "dbg", &["dbg-chief-0", "dbg-worker-0"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t9k_scheduler_gets_a_pod_group() {
+    let env = Env::start("t9k").await;
+    let spec = json!({
+        "scheduler": {"t9kScheduler": {"queue": "gpu-queue", "priority": 50}},
+        "replicaSpecs": [
+            replica("chief", 1, &[PENDING, run("1")]),
+            replica("worker", 2, &[PENDING, run("0.5")]),
+        ],
+    });
+    let uid = env.submit(&job("gang", spec)).await.uid().expect("uid");
+    let groups: Api<DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        NS,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("scheduler.tensorstack.dev", "v1beta1", "PodGroup"),
+            "podgroups",
+        ),
+    );
+    let group = wait_for("the PodGroup", WAIT, async || {
+        groups.get_opt("gang").await.ok().flatten()
+    })
+    .await;
+    assert_eq!(
+        group.data["spec"],
+        json!({"minMember": 3, "queue": "gpu-queue", "priority": 50})
+    );
+    assert_eq!(group.owner_references()[0].uid, uid);
+    let pods = env
+        .wait_pod_names("gang", &["gang-chief-0", "gang-worker-0", "gang-worker-1"])
+        .await;
+    for (name, pod) in &pods {
+        let spec = pod.spec.as_ref().expect("spec");
+        assert_eq!(
+            spec.scheduler_name.as_deref(),
+            Some("t9k-scheduler"),
+            "{name}"
+        );
+        let labels = pod.labels();
+        assert_eq!(
+            labels
+                .get("scheduler.tensorstack.dev/group-name")
+                .map(String::as_str),
+            Some("gang")
+        );
+        assert_eq!(
+            labels
+                .get("scheduler.tensorstack.dev/queue")
+                .map(String::as_str),
+            Some("gpu-queue")
+        );
+    }
+    env.wait_phase("gang", JobPhase::Succeeded).await;
+}
+
+fn tensorboard_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("tensorstack.dev", "v1beta1", "TensorBoard"),
+        "tensorboards",
+    )
+}
+
+async fn install_tensorboard_crd(env: &Env) {
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "tensorboards.tensorstack.dev"},
+        "spec": {
+            "group": "tensorstack.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "tensorboards", "singular": "tensorboard", "kind": "TensorBoard", "listKind": "TensorBoardList"},
+            "versions": [{
+                "name": "v1beta1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+            }],
+        },
+    }))
+    .expect("CRD");
+    Api::<CustomResourceDefinition>::all(env.client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("create the TensorBoard CRD");
+    let boards: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), NS, &tensorboard_resource());
+    wait_for("the TensorBoard type to be served", WAIT, async || {
+        boards.list(&ListParams::default()).await.ok()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tensorboard_is_created_and_reported() {
+    let env = Env::start("tensorboard").await;
+    let spec = json!({
+        "tensorboardSpec": {"image": "tensorflow/tensorflow:2.15.0", "trainingLogFilesets": ["t9k://pvc/logs/mnist"]},
+        "replicaSpecs": [replica("worker", 1, &[PENDING, run("1")])],
+    });
+    // Without the TensorBoard CRD, the status says so and the job still runs.
+    env.submit(&job("noboard", spec.clone())).await;
+    let reported = env
+        .wait_job("noboard", "reporting its TensorBoard", |j| {
+            j.status.as_ref().is_some_and(|s| s.tensorboard.is_some())
+        })
+        .await;
+    let board = reported
+        .status
+        .and_then(|s| s.tensorboard)
+        .expect("tensorboard status");
+    assert!(!board.ready);
+    assert_eq!(board.reason.as_deref(), Some("CRDNotInstalled"));
+    let note = board.note.unwrap_or_default();
+    assert!(
+        note.contains("TensorBoard") && note.contains("not installed"),
+        "the note says so plainly: {note}"
+    );
+    env.wait_phase("noboard", JobPhase::Succeeded).await;
+
+    install_tensorboard_crd(&env).await;
+    let uid = env.submit(&job("board", spec)).await.uid().expect("uid");
+    let boards: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), NS, &tensorboard_resource());
+    let created = wait_for("the TensorBoard", WAIT, async || {
+        boards.get_opt("board").await.ok().flatten()
+    })
+    .await;
+    let owner = &created.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+        ("TensorFlowTrainingJob", "board", uid.as_str())
+    );
+    assert_eq!(
+        created.data["spec"]["trainingLogFilesets"],
+        json!(["t9k://pvc/logs/mnist"])
+    );
+    let reported = env
+        .wait_job("board", "reporting its TensorBoard", |j| {
+            j.status.as_ref().is_some_and(|s| s.tensorboard.is_some())
+        })
+        .await;
+    let board = reported
+        .status
+        .and_then(|s| s.tensorboard)
+        .expect("tensorboard status");
+    let dependent = board.dependent.expect("the dependent reference");
+    assert_eq!(
+        (
+            dependent.api_version.as_str(),
+            dependent.kind.as_str(),
+            dependent.name.as_str()
+        ),
+        ("tensorstack.dev/v1beta1", "TensorBoard", "board")
+    );
+    assert_eq!(dependent.uid, created.uid());
+    env.wait_phase("board", JobPhase::Succeeded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_specs_fail_with_invalid_spec_and_others_run() {
+    let env = Env::start("invalid").await;
+    let worker = || replica("worker", 1, &[PENDING, run("0.5")]);
+    let mut trainer = worker();
+    trainer["template"]["spec"]["containers"][0]["name"] = json!("trainer");
+    let long_name = format!("a{}", "b".repeat(54));
+    let cases: Vec<(String, Value, &str)> = vec![
+        (
+            "bad-type".into(),
+            json!({"replicaSpecs": [worker(), replica("master", 1, &[])]}),
+            r#"spec.replicaSpecs[1].type: Unsupported value: "master""#,
+        ),
+        (
+            "two-chiefs".into(),
+            json!({"replicaSpecs": [replica("chief", 2, &[]), worker()]}),
+            "spec.replicaSpecs[0].replicas: Invalid value: 2: a job may have at most one chief",
+        ),
+        (
+            "chief-twice".into(),
+            json!({"replicaSpecs": [replica("chief", 1, &[]), replica("chief", 1, &[])]}),
+            r#"spec.replicaSpecs[1].type: Duplicate value: "chief""#,
+        ),
+        (
+            "negative".into(),
+            json!({"replicaSpecs": [replica("chief", 1, &[]), replica("worker", -1, &[])]}),
+            "spec.replicaSpecs[1].replicas: Invalid value: -1: must be greater than or equal to 0",
+        ),
+        (
+            "no-tensorflow".into(),
+            json!({"replicaSpecs": [trainer]}),
+            r#"spec.replicaSpecs[0].template.spec.containers: Required value: a container named "tensorflow""#,
+        ),
+        (
+            long_name.clone(),
+            json!({"replicaSpecs": [worker()]}),
+            "more than the 63 a DNS-1035 label allows",
+        ),
+    ];
+    let events_before = env
+        .events()
+        .list(&ListParams::default())
+        .await
+        .expect("events");
+    assert!(events_before.items.is_empty());
+    for (name, spec, _) in &cases {
+        env.submit(&job(name, spec.clone())).await;
+    }
+    // A paused job whose resumeSpecs change later.
+    let paused = json!({
+        "runMode": {"pause": {"enabled": true, "resumeSpecs": [{"type": "worker", "args": ["--a"]}]}},
+        "replicaSpecs": [worker()],
+    });
+    env.submit(&job("resumer", paused)).await;
+    // A valid job alongside.
+    env.submit(&job("fine", json!({"replicaSpecs": [worker()]})))
+        .await;
+
+    env.wait_phase("resumer", JobPhase::Paused).await;
+    env.jobs()
+        .patch(
+            "resumer",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"runMode": {"pause": {"resumeSpecs": [
+                {"type": "worker", "args": ["--b"]}]}}}})),
+        )
+        .await
+        .expect("change resumeSpecs");
+
+    let mut all = cases.clone();
+    all.push((
+        "resumer".into(),
+        json!({}),
+        "spec.runMode.pause.resumeSpecs: Forbidden: resumeSpecs may not change",
+    ));
+    for (name, _, expected) in &all {
+        let failed = env.wait_phase(name, JobPhase::Failed).await;
+        let (status, reason, message) = condition(&failed, "Failed").expect("Failed condition");
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("True", "InvalidSpec"),
+            "{name}"
+        );
+        assert!(
+            message.contains(expected),
+            "{name}: {message:?} lacks {expected:?}"
+        );
+        let uid = failed.uid().expect("uid");
+        let event = wait_for(
+            &format!("an InvalidSpec Event about {name}"),
+            WAIT,
+            async || {
+                env.events_about(&uid)
+                    .await
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some("InvalidSpec"))
+            },
+        )
+        .await;
+        assert_eq!(event.type_.as_deref(), Some("Warning"));
+        assert!(event.note.as_deref().unwrap_or_default().contains(expected));
+        let regarding = event.regarding.expect("regarding");
+        assert_eq!(
+            (regarding.kind.as_deref(), regarding.name.as_deref()),
+            (Some("TensorFlowTrainingJob"), Some(name.as_str()))
+        );
+    }
+    env.wait_phase("fine", JobPhase::Succeeded).await;
+    for (name, _, _) in &all {
+        assert!(env.job_pods(name).await.is_empty(), "{name} has no pods");
+        assert!(
+            env.job_services(name).await.is_empty(),
+            "{name} has no services"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_running_job_removes_its_pods_and_services_first() {
+    let env = Env::start("delete").await;
+    let spec = json!({"replicaSpecs": [
+        replica("chief", 1, &[PENDING, run("3600")]),
+        replica("worker", 2, &[PENDING, run("3600")]),
+    ]});
+    env.submit(&job("doomed", spec)).await;
+    let running = env.wait_phase("doomed", JobPhase::Running).await;
+    assert!(
+        running
+            .finalizers()
+            .contains(&"federation.tfjob.io/cleanup".into())
+    );
+    assert_eq!(env.job_services("doomed").await.len(), 3);
+    let jobs = Recorder::start(env.jobs()).await;
+    let pods = Recorder::start(env.pods()).await;
+    let services = Recorder::start(env.services()).await;
+    env.jobs()
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .expect("delete the job");
+    wait_for("the job to be gone", WAIT, async || {
+        env.jobs()
+            .get_opt("doomed")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(env.job_pods("doomed").await.is_empty());
+    assert!(env.job_services("doomed").await.is_empty());
+    // The watches may still be delivering.
+    let deleted = |events: Vec<(Change, String)>| {
+        events.iter().filter(|(c, _)| *c == Change::Deleted).count()
+    };
+    wait_for("the watches to deliver every deletion", WAIT, async || {
+        let p = deleted(
+            pods.events()
+                .into_iter()
+                .map(|(c, o)| (c, o.name_any()))
+                .collect(),
+        );
+        let s = deleted(
+            services
+                .events()
+                .into_iter()
+                .map(|(c, o)| (c, o.name_any()))
+                .collect(),
+        );
+        let j = deleted(
+            jobs.events()
+                .into_iter()
+                .map(|(c, o)| (c, o.name_any()))
+                .collect(),
+        );
+        (p == 3 && s == 3 && j == 1).then_some(())
+    })
+    .await;
+    let job_gone = jobs
+        .of("doomed")
+        .into_iter()
+        .find(|(c, _)| *c == Change::Deleted)
+        .map(|(_, j)| resource_version(&j))
+        .expect("the job's DELETED event");
+    let mut last_dependent = 0;
+    let mut gone = Vec::new();
+    for (change, pod) in pods.events() {
+        if change == Change::Deleted {
+            last_dependent = last_dependent.max(resource_version(&pod));
+            gone.push(pod.name_any());
+        }
+    }
+    for (change, service) in services.events() {
+        if change == Change::Deleted {
+            last_dependent = last_dependent.max(resource_version(&service));
+            gone.push(service.name_any());
+        }
+    }
+    assert_eq!(gone.len(), 6, "3 pods and 3 services deleted: {gone:?}");
+    assert!(
+        last_dependent < job_gone,
+        "the pods and services ({last_dependent}) went before the job ({job_gone})"
+    );
+    let uid = running.uid().expect("uid");
+    let reasons: Vec<String> = env
+        .events_about(&uid)
+        .await
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r == "Deleting"),
+        "an Event records the deletion: {reasons:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_controller_resumes_without_duplicates() {
+    let mut env = Env::start("restart").await;
+    let pods = Recorder::start(env.pods()).await;
+    let spec = json!({"replicaSpecs": [
+        replica("chief", 1, &[PENDING, run("4")]),
+        with_policy(replica("worker", 2, &[PENDING, run("0.5"), exits("137,0")]), "ExitCode"),
+        replica("ps", 1, &[PENDING, run("3600")]),
+    ]});
+    env.submit(&job("phoenix", spec)).await;
+    let restarted = env
+        .wait_job("phoenix", "with both workers restarted", |j| {
+            backoff_count(j) == 2
+        })
+        .await;
+    assert_eq!(restart_count(&restarted, "worker"), 2);
+    // Both workers' second pods finish, then the controller dies.
+    wait_for("the restarted workers to succeed", WAIT, async || {
+        let pods = env.job_pods("phoenix").await;
+        ["phoenix-worker-0", "phoenix-worker-1"]
+            .iter()
+            .all(|name| pods.get(*name).is_some_and(|p| pod_phase(p) == "Succeeded"))
+            .then_some(())
+    })
+    .await;
+    env.kill_controller();
+    // The chief finishes while no controller runs.
+    wait_for("the chief to succeed", WAIT, async || {
+        let pod = env.pods().get_opt("phoenix-chief-0").await.ok()??;
+        (pod_phase(&pod) == "Succeeded").then_some(())
+    })
+    .await;
+    env.start_controller();
+    let done = env.wait_phase("phoenix", JobPhase::Succeeded).await;
+    assert_eq!(
+        backoff_count(&done),
+        2,
+        "the backoff count survives the restart"
+    );
+    assert_eq!(restart_count(&done, "worker"), 2);
+    pods_stay(
+        &env,
+        "phoenix",
+        &["phoenix-chief-0", "phoenix-worker-0", "phoenix-worker-1"],
+    )
+    .await;
+    let added = pods.added_per_name();
+    let expected: BTreeMap<String, usize> = [
+        ("phoenix-chief-0", 1),
+        ("phoenix-ps-0", 1),
+        ("phoenix-worker-0", 2),
+        ("phoenix-worker-1", 2),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    assert_eq!(added, expected, "pods created per name");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_at_any_moment_never_duplicates_pods() {
+    let mut env = Env::start("restarts").await;
+    let pods = Recorder::start(env.pods()).await;
+    let spec = json!({"replicaSpecs": [
+        replica("chief", 1, &[PENDING, run("2.5")]),
+        replica("worker", 3, &[PENDING, run("2")]),
+    ]});
+    env.submit(&job("steady", spec)).await;
+    // Kill early (while pods are being created) and again while they run.
+    for pause in [Duration::from_millis(150), Duration::from_millis(600)] {
+        tokio::time::sleep(pause).await;
+        env.kill_controller();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        env.start_controller();
+    }
+    env.wait_phase("steady", JobPhase::Succeeded).await;
+    let added = pods.added_per_name();
+    assert_eq!(added.len(), 4, "{added:?}");
+    assert!(
+        added.values().all(|n| *n == 1),
+        "one pod per replica: {added:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_shows_the_printer_columns() {
+    let env = Env::start("kubectl").await;
+    env.submit(&job(
+        "done",
+        json!({"replicaSpecs": [replica("worker", 1, &[PENDING, run("0.3")])]}),
+    ))
+    .await;
+    env.submit(&job(
+        "busy",
+        json!({"replicaSpecs": [replica("worker", 2, &[PENDING, run("3600")])]}),
+    ))
+    .await;
+    env.wait_phase("done", JobPhase::Succeeded).await;
+    env.wait_job("busy", "running two replicas", |j| aggregate(j)[2] == 2)
+        .await;
+    let rows = |text: &str| -> Vec<Vec<String>> {
+        text.lines()
+            .map(|l| l.split_whitespace().map(str::to_string).collect())
+            .collect()
+    };
+    let table = rows(&env.kubectl(&["get", "tftj"]).await);
+    assert_eq!(table[0], ["NAME", "PHASE", "RUNNING", "AGE"]);
+    assert_eq!(table[1][..3], ["busy", "Running", "2"]);
+    assert_eq!(table[2][..3], ["done", "Succeeded", "0"]);
+    let wide = rows(
+        &env.kubectl(&[
+            "get",
+            "tensorflowtrainingjobs.batch.tensorstack.dev",
+            "-o",
+            "wide",
+        ])
+        .await,
+    );
+    assert_eq!(
+        wide[0],
+        ["NAME", "PHASE", "RUNNING", "SUCCEEDED", "FAILED", "AGE"]
+    );
+    assert_eq!(wide[1][..5], ["busy", "Running", "2", "0", "0"]);
+    assert_eq!(wide[2][..5], ["done", "Succeeded", "0", "1", "0"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_jobs_succeed_with_few_status_writes() {
+    const JOBS: usize = 200;
+    let env = Env::start_with("many", roomy_nodes(400), None).await;
+    let recorder = Recorder::start(env.jobs()).await;
+    let started = Instant::now();
+    let spec = json!({"replicaSpecs": [
+        replica("chief", 1, &[PENDING, run("1")]),
+        replica("worker", 2, &[PENDING, run("0.8")]),
+        replica("ps", 1, &[PENDING, run("3600")]),
+    ]});
+    let jobs = env.jobs();
+    futures::stream::iter(0..JOBS)
+        .map(|i| {
+            let jobs = jobs.clone();
+            let job = job(&format!("load-{i:03}"), spec.clone());
+            async move {
+                jobs.create(&PostParams::default(), &job)
+                    .await
+                    .expect("create job")
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await;
+    let submitted = started.elapsed();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let list = jobs.list(&ListParams::default()).await.expect("list jobs");
+        let failed: Vec<String> = list
+            .items
+            .iter()
+            .filter(|j| phase_of(j) == Some(JobPhase::Failed))
+            .map(|j| j.name_any())
+            .collect();
+        assert!(failed.is_empty(), "jobs failed: {failed:?}");
+        let succeeded = list
+            .items
+            .iter()
+            .filter(|j| phase_of(j) == Some(JobPhase::Succeeded))
+            .count();
+        if succeeded == JOBS {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {succeeded} of {JOBS} jobs succeeded"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let all_done = started.elapsed();
+    // Let the clean-ups land and the statuses settle before counting: no
+    // replica left creating, pending or running (workers still running when
+    // their chief ended were deleted too), every ps deleted.
+    wait_for(
+        "every job's status to settle",
+        Duration::from_secs(60),
+        async || {
+            let list = jobs.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .all(|job| {
+                    let [
+                        creating,
+                        pending,
+                        running,
+                        succeeded,
+                        failed,
+                        unknown,
+                        deleted,
+                    ] = aggregate(job);
+                    creating + pending + running + failed + unknown == 0
+                        && succeeded >= 1
+                        && deleted >= 1
+                        && succeeded + deleted == 4
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    let params = ListParams::default().labels("federation.tfjob.io/replica-type=ps");
+    assert!(
+        env.pods()
+            .list(&params)
+            .await
+            .expect("list")
+            .items
+            .is_empty()
+    );
+
+    let mut writes: BTreeMap<String, usize> = BTreeMap::new();
+    let mut last: BTreeMap<String, Option<Value>> = BTreeMap::new();
+    for (change, job) in recorder.events() {
+        let name = job.name_any();
+        let status = job
+            .status
+            .as_ref()
+            .map(|s| serde_json::to_value(s).expect("status json"));
+        let previous = last.insert(name.clone(), status.clone());
+        if change == Change::Modified && previous.flatten() != status {
+            *writes.entry(name).or_default() += 1;
+        }
+    }
+    assert_eq!(writes.len(), JOBS);
+    let max = writes.values().max().copied().unwrap_or_default();
+    let total: usize = writes.values().sum();
+    let mut histogram: BTreeMap<usize, usize> = BTreeMap::new();
+    for n in writes.values() {
+        *histogram.entry(*n).or_default() += 1;
+    }
+    eprintln!(
+        "{JOBS} jobs: submitted in {submitted:?}, all Succeeded after {all_done:?}; \
+         status writes per job: mean {:.2}, max {max}, histogram {histogram:?}",
+        total as f64 / JOBS as f64
+    );
+    if max >= 10 {
+        let (worst, _) = writes.iter().max_by_key(|(_, n)| **n).expect("a job");
+        let steps: Vec<String> = statuses(&recorder, worst)
+            .iter()
+            .map(|j| {
+                let replicas: Vec<String> = j
+                    .status
+                    .iter()
+                    .flat_map(|s| &s.tasks)
+                    .flat_map(|t| &t.replica_status)
+                    .map(|r| {
+                        format!(
+                            "{}:{:?}{:?}",
+                            r.name,
+                            r.phase,
+                            r.containers
+                                .iter()
+                                .map(|c| c.state.clone().unwrap_or_default())
+                                .collect::<Vec<_>>()
+                        )
+                    })
+                    .collect();
+                format!(
+                    "{:?} {:?} {}",
+                    phase_of(j),
+                    aggregate(j),
+                    replicas.join(" ")
+                )
+            })
+            .collect();
+        panic!(
+            "job {worst} had {max} status writes ({histogram:?}):\n{}",
+            steps.join("\n")
+        );
+    }
+    let problems = env.controller_problems();
+    assert!(
+        problems.is_empty(),
+        "the controller logged problems:\n{}",
+        problems.join("\n")
+    );
+}
