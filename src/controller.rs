@@ -57,11 +57,13 @@ pub async fn client(
     Ok(Client::try_from(config)?)
 }
 
-/// A running controller; dropping it leaves the actors running until the
-/// System stops.
+/// A running controller. Keep it as long as the controller should run:
+/// dropping it stops the home ClusterActor and with it the pod informer.
 pub struct Controller {
     pub shared: Arc<Shared>,
     pub manager: Addr<JobManager>,
+    pub home: Addr<ClusterActor>,
+    pub members: Addr<MemberSupervisor>,
 }
 
 /// Starts the controller's actors on the current actix System.
@@ -72,7 +74,7 @@ pub fn start(home: Client, config: ControllerConfig) -> Controller {
     };
     let recorder = Recorder::new(home.clone(), reporter);
     let (cluster, handle) = ClusterActor::new(config.home_cluster_name.clone(), home);
-    cluster.start();
+    let home_actor = cluster.start();
     let shared = Arc::new(Shared {
         config,
         home: handle,
@@ -80,6 +82,11 @@ pub fn start(home: Client, config: ControllerConfig) -> Controller {
         status_writes: AtomicU64::new(0),
     });
     let manager = JobManager::new(shared.clone()).start();
-    MemberSupervisor::new(shared.clone()).start();
-    Controller { shared, manager }
+    let members = MemberSupervisor::new(shared.clone()).start();
+    Controller {
+        shared,
+        manager,
+        home: home_actor,
+        members,
+    }
 }

@@ -132,7 +132,7 @@ fn main() -> anyhow::Result<()> {
             });
             system.block_on(async move {
                 let home = controller::client(kubeconfig.as_deref(), context).await?;
-                controller::start(home, config);
+                let _running = controller::start(home, config);
                 tracing::info!("controller started");
                 wait_for_signal().await?;
                 tracing::info!("shutting down");

@@ -66,9 +66,12 @@ impl ClusterHandle {
     }
 }
 
+/// Stops its informer when it stops: keep its `Addr` as long as the
+/// cluster is used.
 pub struct ClusterActor {
     handle: ClusterHandle,
     synced: Option<watch::Sender<bool>>,
+    informer: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl ClusterActor {
@@ -85,6 +88,7 @@ impl ClusterActor {
             ClusterActor {
                 handle: handle.clone(),
                 synced: Some(tx),
+                informer: None,
             },
             handle,
         )
@@ -98,7 +102,13 @@ impl Actor for ClusterActor {
         let Some(synced) = self.synced.take() else {
             return;
         };
-        tokio::spawn(run_informer(self.handle.clone(), synced));
+        self.informer = Some(tokio::spawn(run_informer(self.handle.clone(), synced)));
+    }
+
+    fn stopped(&mut self, _ctx: &mut Self::Context) {
+        if let Some(informer) = self.informer.take() {
+            informer.abort();
+        }
     }
 }
 

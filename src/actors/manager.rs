@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use futures::StreamExt;
+use futures::FutureExt;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -97,23 +97,13 @@ impl Actor for JobManager {
         ctx.set_mailbox_capacity(4096);
         let home = self.shared.home.clone();
         let me = ctx.address();
-        tokio::spawn(async move {
+        let events = async move {
             home.wait_synced().await;
             let api: Api<DynamicObject> = Api::all_with(home.client.clone(), &job_resource());
-            let mut events = watcher(api, watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            while let Some(event) = events.next().await {
-                match event {
-                    Ok(event) => {
-                        if me.send(Observed(event)).await.is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "job watch failed; retrying"),
-                }
-            }
-        });
+            watcher(api, watcher::Config::default()).default_backoff()
+        }
+        .flatten_stream();
+        super::forward(events, me.recipient(), Observed, "job");
     }
 }
 

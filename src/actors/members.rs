@@ -38,6 +38,18 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 pub struct CapacityWatch {
     nodes: Store<Node>,
     pods: Store<Pod>,
+    _informers: Arc<Informers>,
+}
+
+/// The informer tasks, stopped when the last `CapacityWatch` clone goes.
+struct Informers(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Informers {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
 }
 
 impl CapacityWatch {
@@ -55,9 +67,15 @@ impl CapacityWatch {
             pod_writer,
             watcher(Api::<Pod>::all(client.clone()), active).default_backoff(),
         );
-        tokio::spawn(node_stream.for_each(|_| futures::future::ready(())));
-        tokio::spawn(pod_stream.for_each(|_| futures::future::ready(())));
-        CapacityWatch { nodes, pods }
+        let informers = Informers(vec![
+            tokio::spawn(node_stream.for_each(|_| futures::future::ready(()))),
+            tokio::spawn(pod_stream.for_each(|_| futures::future::ready(()))),
+        ]);
+        CapacityWatch {
+            nodes,
+            pods,
+            _informers: Arc::new(informers),
+        }
     }
 
     pub fn snapshot(&self) -> Capacity {
@@ -70,9 +88,11 @@ impl CapacityWatch {
     }
 }
 
-/// A member cluster the controller is connected to.
+/// A member cluster the controller is connected to; dropping it stops its
+/// informers.
 pub struct Member {
     pub handle: ClusterHandle,
+    _actor: Addr<ClusterActor>,
     pub capacity: CapacityWatch,
     pub ready: bool,
     /// The Secret's resourceVersion the client was built from.
@@ -135,10 +155,10 @@ impl MemberSupervisor {
                         return;
                     }
                     let (actor, handle) = ClusterActor::new(name.clone(), client.clone());
-                    actor.start();
+                    let actor = actor.start();
                     let capacity = CapacityWatch::start(&client);
                     tracing::info!(cluster = %name, "member cluster connected");
-                    act.members.insert(name.clone(), Member { handle, capacity, ready: false, secret_version: version });
+                    act.members.insert(name.clone(), Member { handle, _actor: actor, capacity, ready: false, secret_version: version });
                     act.probe(ctx, name.clone());
                 }
                 Err(message) => {
@@ -253,43 +273,21 @@ impl Actor for MemberSupervisor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         let api: Api<MemberCluster> = Api::all(self.shared.home.client.clone());
-        let me = ctx.address();
-        tokio::spawn(async move {
-            let mut events = watcher(api, watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            while let Some(event) = events.next().await {
-                match event {
-                    Ok(event) => {
-                        if me.send(MemberObserved(event)).await.is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "MemberCluster watch failed; retrying"),
-                }
-            }
-        });
+        let members = watcher(api, watcher::Config::default()).default_backoff();
+        super::forward(
+            members,
+            ctx.address().recipient(),
+            MemberObserved,
+            "MemberCluster",
+        );
         // Kubeconfig Secrets written by `join` carry the managed-by label; a
         // change to one rebuilds the member's client.
         let secrets: Api<Secret> = Api::all(self.shared.home.client.clone());
-        let me = ctx.address();
-        tokio::spawn(async move {
-            let config = watcher::Config::default().labels(crate::builders::MANAGED_SELECTOR);
-            let mut events = watcher(secrets, config)
-                .default_backoff()
-                .applied_objects()
-                .boxed();
-            while let Some(event) = events.next().await {
-                match event {
-                    Ok(secret) => {
-                        if me.send(SecretChanged(secret)).await.is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "Secret watch failed; retrying"),
-                }
-            }
-        });
+        let labelled = watcher::Config::default().labels(crate::builders::MANAGED_SELECTOR);
+        let changed = watcher(secrets, labelled)
+            .default_backoff()
+            .applied_objects();
+        super::forward(changed, ctx.address().recipient(), SecretChanged, "Secret");
         ctx.run_interval(PROBE_INTERVAL, |act, ctx| {
             let names: Vec<String> = act.members.keys().cloned().collect();
             for name in names {

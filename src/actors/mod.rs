@@ -11,6 +11,9 @@ pub mod replica;
 
 use std::sync::atomic::AtomicU64;
 
+use actix::{Message, Recipient};
+use futures::{Stream, StreamExt};
+
 use kube::runtime::events::Recorder;
 
 use crate::config::ControllerConfig;
@@ -23,4 +26,30 @@ pub struct Shared {
     pub recorder: Recorder,
     /// Successful job status writes, for metrics and tests.
     pub status_writes: AtomicU64,
+}
+
+/// Forwards a watch stream to an actor, one message per item, until the
+/// actor stops; errors are logged and the (backed-off) stream goes on.
+pub fn forward<T, M>(
+    events: impl Stream<Item = Result<T, kube::runtime::watcher::Error>> + Send + 'static,
+    to: Recipient<M>,
+    wrap: impl Fn(T) -> M + Send + 'static,
+    what: &'static str,
+) where
+    T: Send + 'static,
+    M: Message<Result = ()> + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(item) => {
+                    if to.send(wrap(item)).await.is_err() {
+                        return;
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "{what} watch failed; retrying"),
+            }
+        }
+    });
 }

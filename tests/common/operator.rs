@@ -7,6 +7,10 @@
 //! Include with `#[path = "common/operator.rs"] mod operator_support;`.
 #![allow(dead_code)]
 
+#[path = "kube.rs"]
+mod sim_kube;
+pub use sim_kube::{client_for, eventually_within as wait_for};
+
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::fs::File;
@@ -20,8 +24,8 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config, Resource, ResourceExt};
+
+use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tfjob_federator::api::{self, JobPhase, TensorFlowTrainingJob};
@@ -339,33 +343,6 @@ fn kubectl_binary() -> PathBuf {
         .map(|dir| dir.join("kubectl"))
         .find(|candidate| candidate.is_file())
         .unwrap_or_else(|| panic!("kubectl was not found on PATH; set $KUBECTL"))
-}
-
-/// A client built from a kubeconfig, as a user's would be.
-pub async fn client_for(kubeconfig_yaml: &str) -> Client {
-    let kubeconfig = Kubeconfig::from_yaml(kubeconfig_yaml).expect("parse kubeconfig");
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("config from kubeconfig");
-    Client::try_from(config).expect("client from config")
-}
-
-/// Polls `check` until it returns `Some`, failing the test after `timeout`.
-pub async fn wait_for<T>(
-    what: &str,
-    timeout: Duration,
-    mut check: impl AsyncFnMut() -> Option<T>,
-) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        if Instant::now() > deadline {
-            panic!("timed out after {timeout:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Sim options with room for many pods per node.
