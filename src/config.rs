@@ -37,6 +37,9 @@ pub struct ControllerConfig {
     pub retry_interval_ms: u64,
     /// The Reporter of Events (`reportingController`).
     pub event_reporter: String,
+    /// Whether replicas may be placed on the home cluster too (when member
+    /// clusters are registered; without members every replica runs at home).
+    pub home_is_target: bool,
 }
 
 impl Default for ControllerConfig {
@@ -47,6 +50,7 @@ impl Default for ControllerConfig {
             status_detail_interval_ms: 1000,
             retry_interval_ms: 1000,
             event_reporter: "tfjob-federator".into(),
+            home_is_target: true,
         }
     }
 }

@@ -81,8 +81,8 @@ pub fn start(home: Client, config: ControllerConfig) -> Controller {
         recorder,
         status_writes: AtomicU64::new(0),
     });
-    let manager = JobManager::new(shared.clone()).start();
     let members = MemberSupervisor::new(shared.clone()).start();
+    let manager = JobManager::new(shared.clone(), members.clone()).start();
     Controller {
         shared,
         manager,

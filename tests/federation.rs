@@ -8,11 +8,14 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
+use kube::api::ListParams;
 use kube::config::Kubeconfig;
+use serde_json::json;
 use sim_kube::{SimCluster, client_for};
-use tfjob_federator::api::MemberCluster;
+use tfjob_federator::api::{MemberCluster, TensorFlowTrainingJob};
 
 /// A `tfjob-federator sim` child process, killed on drop.
 struct SimProcess {
@@ -203,10 +206,19 @@ impl Drop for ControllerProcess {
 }
 
 fn start_controller(home_kubeconfig: &std::path::Path) -> ControllerProcess {
+    start_controller_with(home_kubeconfig, "")
+}
+
+/// With settings (YAML) written next to the kubeconfig.
+fn start_controller_with(home_kubeconfig: &std::path::Path, settings: &str) -> ControllerProcess {
+    let config = home_kubeconfig.with_file_name("controller.yaml");
+    std::fs::write(&config, settings).expect("write controller settings");
     let child = Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
         .arg("run")
         .arg("--kubeconfig")
         .arg(home_kubeconfig)
+        .arg("--config")
+        .arg(&config)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -314,4 +326,318 @@ async fn member_status_shows_readiness_capacity_and_partitions() {
         },
     )
     .await;
+}
+
+/// Three registered clusters of one node with 4 GPUs each, the controller
+/// placing on members only, and clients for every cluster.
+struct Federation {
+    sim: SimProcess,
+    _controller: ControllerProcess,
+    clients: std::collections::BTreeMap<String, kube::Client>,
+}
+
+impl Federation {
+    async fn start() -> Federation {
+        let sim = start_sim(&[
+            "--clusters",
+            "3",
+            "--register",
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "4",
+        ]);
+        let controller =
+            start_controller_with(&sim.dir.join("home.kubeconfig"), "homeIsTarget: false\n");
+        let mut clients = std::collections::BTreeMap::new();
+        for name in ["home", "member-1", "member-2"] {
+            let yaml = std::fs::read_to_string(sim.dir.join(format!("{name}.kubeconfig")))
+                .expect("kubeconfig");
+            clients.insert(name.to_string(), client_for(&yaml).await);
+        }
+        let members: Api<MemberCluster> = Api::all(clients["home"].clone());
+        for name in ["member-1", "member-2"] {
+            sim_kube::eventually_within("members Ready", Duration::from_secs(20), async || {
+                let (ready, _) = ready_of(&members, name).await?;
+                (ready == "True").then_some(())
+            })
+            .await;
+        }
+        Federation {
+            sim,
+            _controller: controller,
+            clients,
+        }
+    }
+
+    fn jobs(&self) -> Api<TensorFlowTrainingJob> {
+        Api::namespaced(self.clients["home"].clone(), "default")
+    }
+
+    async fn submit(&self, job: serde_json::Value) {
+        let job: TensorFlowTrainingJob = serde_json::from_value(job).expect("valid job");
+        self.jobs()
+            .create(&Default::default(), &job)
+            .await
+            .expect("job created");
+    }
+
+    /// Names of the job's pods on each cluster (empty clusters left out).
+    async fn pods_by_cluster(&self, job: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+        let mut out = std::collections::BTreeMap::new();
+        for (name, client) in &self.clients {
+            let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+            let selector = format!("federation.tfjob.io/job-name={job}");
+            let names: Vec<String> = pods
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .expect("list pods")
+                .items
+                .into_iter()
+                .filter_map(|p| p.metadata.name)
+                .collect();
+            if !names.is_empty() {
+                out.insert(name.clone(), names);
+            }
+        }
+        out
+    }
+
+    async fn wait_phase(&self, job: &str, phase: &str, limit: Duration) -> TensorFlowTrainingJob {
+        let jobs = self.jobs();
+        sim_kube::eventually_within(&format!("{job} {phase}"), limit, async || {
+            let j = jobs.get(job).await.ok()?;
+            let current = serde_json::to_value(j.status.as_ref()?.phase?).ok()?;
+            (current == phase).then_some(j)
+        })
+        .await
+    }
+}
+
+fn gpu_job(
+    name: &str,
+    replicas: &[(&str, i64, i64)],
+    extra_spec: serde_json::Value,
+    run_seconds: &str,
+) -> serde_json::Value {
+    let specs: Vec<serde_json::Value> = replicas
+        .iter()
+        .map(|(t, n, gpus)| {
+            json!({"type": t, "replicas": n, "template": {
+                "metadata": {"annotations": {"sim.federation.tfjob.io/run-seconds": run_seconds, "sim.federation.tfjob.io/pending-seconds": "0.1"}},
+                "spec": {"containers": [{"name": "tensorflow", "image": "tf", "resources": {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": gpus}}}]}}})
+        })
+        .collect();
+    let mut spec = json!({"replicaSpecs": specs, "runPolicy": {"cleanUpPolicy": "none"}});
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra_spec.as_object()) {
+        spec.extend(extra.clone());
+    }
+    json!({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob", "metadata": {"name": name}, "spec": spec})
+}
+
+fn tf_config_of(pod: &Pod) -> serde_json::Value {
+    let env = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.iter().find(|c| c.name == "tensorflow"))
+        .and_then(|c| c.env.clone())
+        .unwrap_or_default();
+    let text = env
+        .iter()
+        .find(|e| e.name == "TF_CONFIG")
+        .and_then(|e| e.value.clone())
+        .expect("TF_CONFIG set");
+    serde_json::from_str(&text).expect("TF_CONFIG is JSON")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pack_places_a_job_that_fits_one_member_entirely_there() {
+    let f = Federation::start().await;
+    f.submit(gpu_job(
+        "packed",
+        &[("chief", 1, 1), ("worker", 2, 1)],
+        json!({}),
+        "1",
+    ))
+    .await;
+    let done = f
+        .wait_phase("packed", "Succeeded", Duration::from_secs(30))
+        .await;
+    let pods = f.pods_by_cluster("packed").await;
+    assert_eq!(
+        pods.keys().collect::<Vec<_>>(),
+        ["member-1"],
+        "all replicas on one member: {pods:?}"
+    );
+    let clusters: Vec<Option<String>> = done
+        .status
+        .expect("status")
+        .tasks
+        .iter()
+        .flat_map(|t| t.replica_status.iter().map(|r| r.cluster.clone()))
+        .collect();
+    assert_eq!(
+        clusters,
+        vec![Some("member-1".to_string()); 3],
+        "replicaStatus names the cluster"
+    );
+    let recorded = done.metadata.annotations.unwrap_or_default();
+    assert!(
+        recorded
+            .get("federation.tfjob.io/placement")
+            .is_some_and(|p| p.contains("member-1")),
+        "the placement is recorded on the job"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_larger_than_any_cluster_spans_two_with_cross_cluster_tf_config() {
+    let f = Federation::start().await;
+    // 6 GPUs in all; each member has 4.
+    f.submit(gpu_job(
+        "split",
+        &[("chief", 1, 2), ("worker", 2, 2), ("ps", 1, 0)],
+        json!({}),
+        "1",
+    ))
+    .await;
+    f.wait_phase("split", "Succeeded", Duration::from_secs(30))
+        .await;
+    let by_cluster = f.pods_by_cluster("split").await;
+    assert_eq!(by_cluster.len(), 2, "the fewest clusters: {by_cluster:?}");
+    assert!(
+        !by_cluster.contains_key("home"),
+        "home is not a target here"
+    );
+    let cluster_of = |pod: &str| {
+        by_cluster
+            .iter()
+            .find(|(_, names)| names.iter().any(|n| n == pod))
+            .map(|(c, _)| c.clone())
+            .expect("pod placed")
+    };
+    for (cluster, names) in &by_cluster {
+        let pods: Api<Pod> = Api::namespaced(f.clients[cluster].clone(), "default");
+        for name in names {
+            let config = tf_config_of(&pods.get(name).await.expect("pod"));
+            for (role, peers) in config["cluster"].as_object().expect("cluster map") {
+                for (index, address) in peers.as_array().expect("peer list").iter().enumerate() {
+                    let peer = format!("split-{role}-{index}");
+                    let expected = if cluster_of(&peer) == *cluster {
+                        format!("{peer}.default.svc:2222")
+                    } else {
+                        format!("{peer}.default.svc.clusterset.local:2222")
+                    };
+                    assert_eq!(
+                        address.as_str(),
+                        Some(expected.as_str()),
+                        "{name} on {cluster} reaches {peer}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_split_a_job_waits_with_reasons_then_runs_when_capacity_frees() {
+    let f = Federation::start().await;
+    f.submit(gpu_job("first", &[("worker", 1, 4)], json!({}), "4"))
+        .await;
+    f.submit(gpu_job("second", &[("worker", 1, 4)], json!({}), "4"))
+        .await;
+    f.wait_phase("first", "Running", Duration::from_secs(20))
+        .await;
+    f.wait_phase("second", "Running", Duration::from_secs(20))
+        .await;
+    f.submit(gpu_job(
+        "whole",
+        &[("worker", 2, 2)],
+        json!({"scheduler": {"federation": {"allowSplit": false}}}),
+        "1",
+    ))
+    .await;
+    let jobs = f.jobs();
+    let waiting = sim_kube::eventually_within(
+        "whole waits for capacity",
+        Duration::from_secs(15),
+        async || {
+            let job = jobs.get("whole").await.ok()?;
+            let condition = job
+                .status?
+                .conditions
+                .into_iter()
+                .find(|c| c.reason.as_deref() == Some("WaitingForCapacity"))?;
+            condition.message
+        },
+    )
+    .await;
+    assert!(
+        waiting.contains("member-1: insufficient nvidia.com/gpu (need 4, free 0)"),
+        "{waiting}"
+    );
+    assert!(
+        waiting.contains("member-2: insufficient nvidia.com/gpu (need 4, free 0)"),
+        "{waiting}"
+    );
+    assert!(
+        f.pods_by_cluster("whole").await.is_empty(),
+        "no pods while waiting"
+    );
+    f.wait_phase("whole", "Succeeded", Duration::from_secs(40))
+        .await;
+    let placed = f.pods_by_cluster("whole").await;
+    assert_eq!(
+        placed.len(),
+        1,
+        "allowSplit false keeps the job on one cluster: {placed:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_job_spread_over_clusters_leaves_nothing_anywhere() {
+    let f = Federation::start().await;
+    f.submit(gpu_job(
+        "spread",
+        &[("chief", 1, 2), ("worker", 2, 2)],
+        json!({}),
+        "60",
+    ))
+    .await;
+    f.wait_phase("spread", "Running", Duration::from_secs(20))
+        .await;
+    assert_eq!(
+        f.pods_by_cluster("spread").await.len(),
+        2,
+        "the job spans two members"
+    );
+    f.jobs()
+        .delete("spread", &Default::default())
+        .await
+        .expect("delete accepted");
+    let jobs = f.jobs();
+    sim_kube::eventually_within("the job to be gone", Duration::from_secs(20), async || {
+        jobs.get_opt("spread").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        f.pods_by_cluster("spread").await.is_empty(),
+        "no pod is left on any cluster"
+    );
+    for (cluster, client) in &f.clients {
+        let services: Api<k8s_openapi::api::core::v1::Service> =
+            Api::namespaced(client.clone(), "default");
+        let left = services
+            .list(&ListParams::default().labels("federation.tfjob.io/job-name=spread"))
+            .await
+            .expect("list services")
+            .items;
+        assert!(
+            left.is_empty(),
+            "services left on {cluster}: {:?}",
+            left.iter()
+                .map(|s| s.metadata.name.clone())
+                .collect::<Vec<_>>()
+        );
+    }
 }

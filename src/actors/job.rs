@@ -16,6 +16,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::Shared;
+use super::members::{MemberSupervisor, Place, Placed, PlacementDecided, Release, Resolve};
 use super::replica::{Finish, ReplicaActor, ReplicaReport, Restart, Teardown, TornDown};
 use crate::api::{
     CleanUpPolicy, ConditionStatus, DependentReference, DependentStatus, JobConditionType as Cond,
@@ -28,6 +29,9 @@ use crate::status::{self, ReplicaView};
 use crate::validation;
 
 pub const FINALIZER: &str = "federation.tfjob.io/cleanup";
+/// The placement decided for the job (`{"worker-0": "member-1", …}`), kept on
+/// the job so that a restarted controller reuses it.
+pub const PLACEMENT_ANNOTATION: &str = "federation.tfjob.io/placement";
 
 /// A newer version of the job object.
 #[derive(Message)]
@@ -41,6 +45,15 @@ pub struct JobGone;
 
 pub struct JobActor {
     shared: Arc<Shared>,
+    placer: Addr<MemberSupervisor>,
+    /// Where the replicas run, once decided.
+    placement: Option<Placed>,
+    /// A placement was asked for and is not decided yet.
+    placing: bool,
+    /// The pod mode to start replicas in once placed.
+    start_mode: PodMode,
+    /// The placement's capacity hold was released.
+    released: bool,
     job: Arc<TensorFlowTrainingJob>,
     replicas: BTreeMap<ReplicaKey, Addr<ReplicaActor>>,
     views: BTreeMap<ReplicaKey, ReplicaView>,
@@ -79,7 +92,11 @@ fn now() -> Time {
 }
 
 impl JobActor {
-    pub fn new(shared: Arc<Shared>, job: Arc<TensorFlowTrainingJob>) -> JobActor {
+    pub fn new(
+        shared: Arc<Shared>,
+        placer: Addr<MemberSupervisor>,
+        job: Arc<TensorFlowTrainingJob>,
+    ) -> JobActor {
         let status = job.status.clone().unwrap_or_default();
         // Exits the status already shows were acted upon before a restart.
         let handled = status::handled_exits(&status);
@@ -90,6 +107,11 @@ impl JobActor {
             .collect();
         JobActor {
             shared,
+            placer,
+            placement: None,
+            placing: false,
+            start_mode: PodMode::Normal,
+            released: false,
             written: job.status.clone(),
             job,
             replicas: BTreeMap::new(),
@@ -161,17 +183,39 @@ impl JobActor {
         );
     }
 
-    /// Starts (or resumes) the job's replicas and job-level objects.
+    /// Starts (or resumes) the job's replicas and job-level objects, once
+    /// the job is placed.
     fn start_replicas(&mut self, ctx: &mut Context<Self>, mode: PodMode) {
+        let Some(placed) = self.placement.clone() else {
+            self.start_mode = mode;
+            self.request_placement(ctx);
+            return;
+        };
         let job = self.job.clone();
-        let topology = Topology::new(self.shared.home.name.clone());
+        let mut topology = Topology::new(self.shared.home.name.clone());
+        for (key, cluster) in &placed.assignment {
+            topology.assign(*key, cluster.clone());
+        }
+        for (name, target) in &placed.targets {
+            topology.set_address_template(name.clone(), target.address_template.clone());
+        }
         let owner = builders::owner_reference(&job).ok();
         let keys = job.spec.replica_keys();
-        self.ensure_job_objects(ctx, keys.len() as i32);
+        self.ensure_job_objects(ctx, &placed, &topology, &keys);
         for key in keys {
             if self.replicas.contains_key(&key) {
                 continue;
             }
+            let Some(target) = placed
+                .assignment
+                .get(&key)
+                .and_then(|c| placed.targets.get(c))
+            else {
+                continue;
+            };
+            // Owner references cannot cross clusters: members' objects are
+            // removed by the finalizer instead.
+            let owner = if target.home { owner.clone() } else { None };
             let params = PodParams {
                 topology: &topology,
                 epoch: 0,
@@ -179,7 +223,7 @@ impl JobActor {
                 owner: owner.clone(),
             };
             let built = builders::build_pod(&job, key, &params)
-                .and_then(|pod| Ok((pod, builders::build_service(&job, key, 0, owner.clone())?)));
+                .and_then(|pod| Ok((pod, builders::build_service(&job, key, 0, owner)?)));
             let (pod, service) = match built {
                 Ok(objects) => objects,
                 Err(e) => {
@@ -193,7 +237,7 @@ impl JobActor {
             };
             let actor = ReplicaActor::new(
                 key,
-                self.shared.home.clone(),
+                target.handle.clone(),
                 pod,
                 service,
                 ctx.address().recipient(),
@@ -205,7 +249,7 @@ impl JobActor {
                 ReplicaView::creating(
                     key,
                     key.object_name(&self.name()),
-                    Some(self.shared.home.name.clone()),
+                    Some(target.handle.name.clone()),
                 ),
             );
             self.replicas.insert(key, actor.start());
@@ -215,22 +259,164 @@ impl JobActor {
         self.arm_deadline(ctx);
     }
 
-    /// The PodGroup (t9kScheduler) and the TensorBoard, on the home cluster.
-    fn ensure_job_objects(&mut self, ctx: &mut Context<Self>, replicas: i32) {
+    /// The placement recorded on the job by an earlier decision.
+    fn recorded_placement(&self) -> Option<crate::placement::Assignment> {
+        let text = self.job.annotations().get(PLACEMENT_ANNOTATION)?;
+        let map: BTreeMap<String, String> = serde_json::from_str(text).ok()?;
+        let keys = self.job.spec.replica_keys();
+        let assignment: crate::placement::Assignment = keys
+            .iter()
+            .filter_map(|k| Some((*k, map.get(&k.to_string())?.clone())))
+            .collect();
+        (assignment.len() == keys.len()).then_some(assignment)
+    }
+
+    /// Reuses the recorded placement, or asks for a new one.
+    fn request_placement(&mut self, ctx: &mut Context<Self>) {
+        if self.placing {
+            return;
+        }
+        self.placing = true;
+        let Some(recorded) = self.recorded_placement() else {
+            self.ask_placement(ctx);
+            return;
+        };
+        let clusters: Vec<String> = recorded
+            .values()
+            .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        ctx.spawn(self.placer.send(Resolve(clusters)).into_actor(self).map(
+            move |resolved, act, ctx| match resolved {
+                Ok(Ok(targets)) => {
+                    act.placing = false;
+                    act.placement = Some(Placed {
+                        assignment: recorded,
+                        targets,
+                    });
+                    let mode = act.start_mode;
+                    act.start_replicas(ctx, mode);
+                }
+                Ok(Err(why)) => act.recorded_placement_unusable(ctx, &why),
+                Err(e) => act.recorded_placement_unusable(ctx, &e.to_string()),
+            },
+        ));
+    }
+
+    /// The recorded clusters are not reachable now: wait for a placement as
+    /// a new job would.
+    fn recorded_placement_unusable(&mut self, ctx: &mut Context<Self>, why: &str) {
+        tracing::warn!(job = %self.name(), why, "the recorded placement cannot be used");
+        self.ask_placement(ctx);
+    }
+
+    /// Writes the placement onto the job, then starts the replicas where it says.
+    fn record_placement(&mut self, ctx: &mut Context<Self>, placed: Placed) {
+        let recorded: BTreeMap<String, String> = placed
+            .assignment
+            .iter()
+            .map(|(k, c)| (k.to_string(), c.clone()))
+            .collect();
+        let text = serde_json::to_string(&recorded).unwrap_or_default();
+        let body = json!({"metadata": {"annotations": {PLACEMENT_ANNOTATION: text}}});
+        let api = self.api();
+        let name = self.name();
+        ctx.spawn(async move { api.patch(&name, &PatchParams::default(), &Patch::Merge(&body)).await }.into_actor(self).map(move |result, act, ctx| match result {
+            Ok(_) => {
+                act.placing = false;
+                let mut by_cluster: BTreeMap<&str, usize> = BTreeMap::new();
+                for cluster in placed.assignment.values() {
+                    *by_cluster.entry(cluster.as_str()).or_default() += 1;
+                }
+                let summary: Vec<String> = by_cluster.iter().map(|(c, n)| format!("{n} on {c}")).collect();
+                act.event(EventType::Normal, "Placed", format!("Replicas placed: {}.", summary.join(", ")));
+                act.placement = Some(placed);
+                let mode = act.start_mode;
+                act.start_replicas(ctx, mode);
+            }
+            Err(e) => {
+                tracing::warn!(job = %act.name(), error = %e, "recording the placement failed; retrying");
+                let retry = act.shared.config.retry_interval();
+                ctx.run_later(retry, move |act, ctx| act.record_placement(ctx, placed));
+            }
+        }));
+    }
+
+    fn ask_placement(&self, ctx: &Context<Self>) {
+        let job = &self.job;
+        self.placer.do_send(Place {
+            job_uid: job.uid().unwrap_or_default(),
+            priority: job
+                .spec
+                .t9k_scheduler()
+                .and_then(|t| t.priority)
+                .unwrap_or(0),
+            created: job
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.to_string())
+                .unwrap_or_default(),
+            demands: crate::placement::demands(job),
+            policy: crate::placement::Policy::of_job(job),
+            reply: ctx.address().recipient(),
+        });
+    }
+
+    /// The capacity held for this job is no longer needed.
+    fn release_placement(&mut self) {
+        if !self.released {
+            self.released = true;
+            self.placer
+                .do_send(Release(self.job.uid().unwrap_or_default()));
+        }
+    }
+
+    /// The namespace on every member used, a PodGroup (t9kScheduler) on
+    /// every cluster used, and the TensorBoard on the home cluster.
+    fn ensure_job_objects(
+        &mut self,
+        ctx: &mut Context<Self>,
+        placed: &Placed,
+        topology: &Topology,
+        keys: &[ReplicaKey],
+    ) {
         let owner = builders::owner_reference(&self.job).ok();
-        let client = self.shared.home.client.clone();
         let ns = self.namespace();
-        if let Ok(Some(group)) = builders::build_pod_group(&self.job, replicas, owner) {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), &ns, &builders::pod_group_resource());
+        for (cluster, target) in &placed.targets {
+            let client = target.handle.client.clone();
+            let group = builders::build_pod_group(
+                &self.job,
+                topology.replicas_on(keys, cluster),
+                if target.home { owner.clone() } else { None },
+            );
+            let namespace = (!target.home).then(
+                || json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            );
+            let ns = ns.clone();
+            let cluster = cluster.clone();
             tokio::spawn(async move {
-                match api.create(&PostParams::default(), &group).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 409 => {}
-                    Err(e) => tracing::warn!(error = %e, "creating PodGroup failed"),
+                if let Some(namespace) = namespace {
+                    // The member may lack the job's namespace: it is created, never deleted.
+                    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+                    let params = PatchParams::apply("tfjob-federator");
+                    if let Err(e) = api.patch(&ns, &params, &Patch::Apply(&namespace)).await {
+                        tracing::warn!(%cluster, error = %e, "creating namespace failed");
+                    }
+                }
+                if let Ok(Some(group)) = group {
+                    let api: Api<DynamicObject> =
+                        Api::namespaced_with(client, &ns, &builders::pod_group_resource());
+                    match api.create(&PostParams::default(), &group).await {
+                        Ok(_) => {}
+                        Err(kube::Error::Api(e)) if e.code == 409 => {}
+                        Err(e) => tracing::warn!(%cluster, error = %e, "creating PodGroup failed"),
+                    }
                 }
             });
         }
+        let client = self.shared.home.client.clone();
         if let Ok(Some(board)) = builders::build_tensorboard(&self.job) {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(client, &ns, &builders::tensorboard_resource());
@@ -322,6 +508,7 @@ impl JobActor {
     }
 
     fn fail(&mut self, ctx: &mut Context<Self>, reason: &str, message: &str) {
+        self.release_placement();
         if self.terminal() {
             return;
         }
@@ -348,6 +535,7 @@ impl JobActor {
     }
 
     fn succeed(&mut self, ctx: &mut Context<Self>, master: ReplicaKey) {
+        self.release_placement();
         if self.terminal() {
             return;
         }
@@ -397,6 +585,7 @@ impl JobActor {
     }
 
     fn reject(&mut self, ctx: &mut Context<Self>, error: &str) {
+        self.release_placement();
         self.invalid = true;
         self.status.phase = Some(JobPhase::Failed);
         self.set_condition(
@@ -488,6 +677,7 @@ impl JobActor {
     }
 
     fn begin_teardown(&mut self, ctx: &mut Context<Self>) {
+        self.release_placement();
         if !self.tearing_down {
             self.tearing_down = true;
             self.event(
@@ -917,6 +1107,7 @@ impl Handler<JobGone> for JobActor {
     type Result = ();
 
     fn handle(&mut self, _msg: JobGone, ctx: &mut Self::Context) {
+        self.release_placement();
         for actor in self.replicas.values() {
             actor.do_send(Teardown);
         }
@@ -933,8 +1124,44 @@ impl Handler<ReplicaReport> for JobActor {
         if view.is_finished() {
             self.on_exit(ctx, &view);
         }
+        // Once every pod is past Pending the clusters' own capacity shows
+        // them, so the placement's hold can go.
+        if self
+            .views
+            .values()
+            .all(|v| !matches!(v.phase, ReplicaPhase::Creating | ReplicaPhase::Pending))
+        {
+            self.release_placement();
+        }
         self.update_phase();
         self.schedule_flush(ctx);
+    }
+}
+
+impl Handler<PlacementDecided> for JobActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: PlacementDecided, ctx: &mut Self::Context) {
+        match msg.0 {
+            Ok(placed) => {
+                if self.terminal() || self.tearing_down || self.invalid {
+                    self.release_placement();
+                    return;
+                }
+                self.record_placement(ctx, placed);
+            }
+            Err(reasons) => {
+                let message = format!("waiting for capacity: {reasons}");
+                self.set_condition(
+                    Cond::Initialized,
+                    ConditionStatus::False,
+                    "WaitingForCapacity",
+                    &message,
+                );
+                self.event(EventType::Warning, "WaitingForCapacity", message);
+                self.schedule_flush(ctx);
+            }
+        }
     }
 }
 

@@ -15,6 +15,7 @@ use serde_json::json;
 
 use super::Shared;
 use super::job::{JobActor, JobGone, JobUpdated};
+use super::members::MemberSupervisor;
 use crate::api::TensorFlowTrainingJob;
 use crate::validation::INVALID_SPEC_REASON;
 
@@ -24,14 +25,16 @@ struct Observed(watcher::Event<DynamicObject>);
 
 pub struct JobManager {
     shared: Arc<Shared>,
+    placer: Addr<MemberSupervisor>,
     jobs: HashMap<String, Addr<JobActor>>,
     listing: Vec<String>,
 }
 
 impl JobManager {
-    pub fn new(shared: Arc<Shared>) -> JobManager {
+    pub fn new(shared: Arc<Shared>, placer: Addr<MemberSupervisor>) -> JobManager {
         JobManager {
             shared,
+            placer,
             jobs: HashMap::new(),
             listing: Vec::new(),
         }
@@ -51,7 +54,7 @@ impl JobManager {
         match self.jobs.get(&uid) {
             Some(actor) if actor.connected() => actor.do_send(JobUpdated(job)),
             _ => {
-                let actor = JobActor::new(self.shared.clone(), job).start();
+                let actor = JobActor::new(self.shared.clone(), self.placer.clone(), job).start();
                 self.jobs.insert(uid, actor);
             }
         }

@@ -3,12 +3,18 @@
 //! for the managed pods, a health probe, and the capacity informers (nodes
 //! and active pods) whose numbers go to the MemberCluster's status.
 //!
+//! It is also where placements are decided, one at a time, so that the
+//! reservation ledger sees every decision: jobs waiting for capacity are
+//! tried in order of `t9kScheduler.priority`, then age, whenever a probe
+//! brings fresh capacity. Without any MemberCluster every replica goes to
+//! home at once, as a single-cluster operator does.
+//!
 //! The probe is periodic per cluster (not per job): Ready turns False after
 //! a failed probe and True again after a good one, with the last heartbeat.
 //! Kubeconfig Secrets are watched by the managed-by label `join` sets; a
 //! Secret made by hand without it is read when its MemberCluster changes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +32,9 @@ use serde_json::json;
 use super::Shared;
 use super::cluster::{ClusterActor, ClusterHandle};
 use crate::api::{ClusterCondition, DEFAULT_KUBECONFIG_KEY, MemberCluster, MemberClusterStatus};
+use crate::builders::DEFAULT_ADDRESS_TEMPLATE;
 use crate::capacity::{self, Capacity};
+use crate::placement::{self, Assignment, ClusterState, Demand, Ledger, Policy};
 
 /// How often each member is probed and its status refreshed.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
@@ -115,11 +123,72 @@ struct Probed {
     message: String,
 }
 
-/// Watches MemberClusters and keeps one connection per member.
+/// A cluster replicas were placed on, and how to reach it.
+#[derive(Clone)]
+pub struct Target {
+    pub handle: ClusterHandle,
+    /// How peers elsewhere reach services here.
+    pub address_template: String,
+    pub export_services: bool,
+    /// The home cluster: objects there are owned by the job.
+    pub home: bool,
+}
+
+/// A job's placement: each replica's cluster, and every cluster used.
+#[derive(Clone)]
+pub struct Placed {
+    pub assignment: Assignment,
+    pub targets: BTreeMap<String, Target>,
+}
+
+/// Asks for a placement; the answer comes as `PlacementDecided`, now or
+/// whenever capacity frees (repeated only when the reasons change).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Place {
+    pub job_uid: String,
+    pub priority: i32,
+    /// RFC 3339 creation time: older jobs go first at equal priority.
+    pub created: String,
+    pub demands: Vec<Demand>,
+    pub policy: Policy,
+    pub reply: Recipient<PlacementDecided>,
+}
+
+/// Ok: the placement (capacity is held until `Release`); Err: why the job
+/// cannot be placed now, cluster by cluster.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PlacementDecided(pub Result<Placed, String>);
+
+/// Resolves the clusters of a placement recorded earlier (after a restart).
+#[derive(Message)]
+#[rtype(result = "Result<BTreeMap<String, Target>, String>")]
+pub struct Resolve(pub Vec<String>);
+
+/// The job's pods are visible, or it ended: drop its hold and its request.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Release(pub String);
+
+struct Waiting {
+    demands: Vec<Demand>,
+    policy: Policy,
+    reply: Recipient<PlacementDecided>,
+    last_reason: Option<String>,
+}
+
+/// Watches MemberClusters, keeps one connection per member, and decides placements.
 pub struct MemberSupervisor {
     shared: Arc<Shared>,
     members: HashMap<String, Member>,
     specs: HashMap<String, Arc<MemberCluster>>,
+    /// The first list of MemberClusters is in: placements may be decided.
+    listed: bool,
+    home_capacity: Option<CapacityWatch>,
+    /// (−priority, creation, uid) orders the queue.
+    waiting: BTreeMap<(std::cmp::Reverse<i32>, String, String), Waiting>,
+    ledger: Ledger,
 }
 
 impl MemberSupervisor {
@@ -128,6 +197,10 @@ impl MemberSupervisor {
             shared,
             members: HashMap::new(),
             specs: HashMap::new(),
+            listed: false,
+            home_capacity: None,
+            waiting: BTreeMap::new(),
+            ledger: Ledger::default(),
         }
     }
 
@@ -191,6 +264,116 @@ impl MemberSupervisor {
                 message,
             });
         });
+    }
+
+    fn home_target(&self) -> Target {
+        Target {
+            handle: self.shared.home.clone(),
+            address_template: DEFAULT_ADDRESS_TEMPLATE.to_string(),
+            export_services: false,
+            home: true,
+        }
+    }
+
+    fn target(&self, name: &str) -> Option<Target> {
+        if name == self.shared.home.name {
+            return Some(self.home_target());
+        }
+        let (member, spec) = (self.members.get(name)?, self.specs.get(name)?);
+        Some(Target {
+            handle: member.handle.clone(),
+            address_template: spec.spec.address_template.clone(),
+            export_services: spec.spec.export_services,
+            home: false,
+        })
+    }
+
+    /// Every cluster placement may use, as it is now.
+    fn cluster_states(&self) -> Vec<ClusterState> {
+        let mut states = Vec::new();
+        if let Some(home) = &self.home_capacity {
+            states.push(ClusterState {
+                name: self.shared.home.name.clone(),
+                ready: true,
+                nodes: home.snapshot().nodes,
+                ..Default::default()
+            });
+        }
+        let mut names: Vec<&String> = self.specs.keys().collect();
+        // A stable order makes ties (equal fits) go the same way every time.
+        names.sort();
+        for (name, spec) in names
+            .into_iter()
+            .filter_map(|n| Some((n, self.specs.get(n)?)))
+        {
+            let member = self.members.get(name);
+            states.push(ClusterState {
+                name: name.clone(),
+                labels: spec.labels().clone(),
+                ready: member.is_some_and(|m| m.ready),
+                unschedulable: spec.spec.unschedulable,
+                nodes: member
+                    .filter(|m| m.ready)
+                    .map(|m| m.capacity.snapshot().nodes)
+                    .unwrap_or_default(),
+            });
+        }
+        states
+    }
+
+    /// Tries every waiting job in priority order against the current capacity.
+    fn try_waiting(&mut self) {
+        if !self.listed || self.waiting.is_empty() {
+            return;
+        }
+        let clusters = self.cluster_states();
+        let keys: Vec<_> = self.waiting.keys().cloned().collect();
+        for key in keys {
+            let Some(waiting) = self.waiting.get_mut(&key) else {
+                continue;
+            };
+            let uid = key.2.clone();
+            let decision = if self.specs.is_empty() {
+                // Single-cluster mode: everything at home, the scheduler queues it.
+                Ok(waiting
+                    .demands
+                    .iter()
+                    .map(|d| (d.key, self.shared.home.name.clone()))
+                    .collect::<Assignment>())
+            } else {
+                placement::place(
+                    &waiting.demands,
+                    &self.ledger.apply(&clusters),
+                    &waiting.policy,
+                )
+                .map_err(|e| e.to_string())
+            };
+            match decision {
+                Ok(assignment) => {
+                    let Some(waiting) = self.waiting.remove(&key) else {
+                        continue;
+                    };
+                    let targets: Option<BTreeMap<String, Target>> = assignment
+                        .values()
+                        .map(|c| Some((c.clone(), self.target(c)?)))
+                        .collect();
+                    let Some(targets) = targets else { continue };
+                    if !self.specs.is_empty() {
+                        self.ledger.reserve(&uid, &waiting.demands, &assignment);
+                    }
+                    waiting.reply.do_send(PlacementDecided(Ok(Placed {
+                        assignment,
+                        targets,
+                    })));
+                }
+                Err(reason) => {
+                    if waiting.last_reason.as_ref() != Some(&reason) {
+                        waiting.last_reason = Some(reason.clone());
+                        waiting.reply.do_send(PlacementDecided(Err(reason)));
+                    }
+                }
+            }
+        }
     }
 
     fn write_status(&self, name: &str, ready: bool, message: &str, capacity: Option<Capacity>) {
@@ -272,6 +455,9 @@ impl Actor for MemberSupervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        if self.shared.config.home_is_target {
+            self.home_capacity = Some(CapacityWatch::start(&self.shared.home.client));
+        }
         let api: Api<MemberCluster> = Api::all(self.shared.home.client.clone());
         let members = watcher(api, watcher::Config::default()).default_backoff();
         super::forward(
@@ -316,7 +502,11 @@ impl Handler<MemberObserved> for MemberSupervisor {
                 self.specs.remove(&name);
                 self.members.remove(&name);
             }
-            watcher::Event::Init | watcher::Event::InitDone => {}
+            watcher::Event::InitDone => {
+                self.listed = true;
+                self.try_waiting();
+            }
+            watcher::Event::Init => {}
         }
     }
 }
@@ -351,6 +541,50 @@ impl Handler<Probed> for MemberSupervisor {
         member.ready = msg.ready;
         let capacity = msg.ready.then(|| member.capacity.snapshot());
         self.write_status(&msg.name, msg.ready, &msg.message, capacity);
+        self.try_waiting();
+    }
+}
+
+impl Handler<Place> for MemberSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Place, _ctx: &mut Self::Context) {
+        let key = (std::cmp::Reverse(msg.priority), msg.created, msg.job_uid);
+        self.waiting.insert(
+            key,
+            Waiting {
+                demands: msg.demands,
+                policy: msg.policy,
+                reply: msg.reply,
+                last_reason: None,
+            },
+        );
+        self.try_waiting();
+    }
+}
+
+impl Handler<Resolve> for MemberSupervisor {
+    type Result = Result<BTreeMap<String, Target>, String>;
+
+    fn handle(&mut self, msg: Resolve, _ctx: &mut Self::Context) -> Self::Result {
+        msg.0
+            .into_iter()
+            .map(|name| {
+                self.target(&name)
+                    .map(|t| (name.clone(), t))
+                    .ok_or_else(|| format!("cluster {name} is not connected"))
+            })
+            .collect()
+    }
+}
+
+impl Handler<Release> for MemberSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Release, _ctx: &mut Self::Context) {
+        self.ledger.release(&msg.0);
+        self.waiting.retain(|key, _| key.2 != msg.0);
+        self.try_waiting();
     }
 }
 
