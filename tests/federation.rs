@@ -331,7 +331,7 @@ async fn member_status_shows_readiness_capacity_and_partitions() {
 /// Three registered clusters of one node with 4 GPUs each, the controller
 /// placing on members only, and clients for every cluster.
 struct Federation {
-    sim: SimProcess,
+    _sim: SimProcess,
     _controller: ControllerProcess,
     clients: std::collections::BTreeMap<String, kube::Client>,
 }
