@@ -364,7 +364,7 @@ impl Federation {
             .await;
         }
         Federation {
-            sim,
+            _sim: sim,
             _controller: controller,
             clients,
         }
