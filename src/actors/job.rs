@@ -54,6 +54,9 @@ pub struct JobActor {
     start_mode: PodMode,
     /// The placement's capacity hold was released.
     released: bool,
+    /// The `activeDeadlineSeconds` timer runs (it counts while a job waits
+    /// for capacity too).
+    deadline_armed: bool,
     job: Arc<TensorFlowTrainingJob>,
     replicas: BTreeMap<ReplicaKey, Addr<ReplicaActor>>,
     views: BTreeMap<ReplicaKey, ReplicaView>,
@@ -112,6 +115,7 @@ impl JobActor {
             placing: false,
             start_mode: PodMode::Normal,
             released: false,
+            deadline_armed: false,
             written: job.status.clone(),
             job,
             replicas: BTreeMap::new(),
@@ -186,6 +190,7 @@ impl JobActor {
     /// Starts (or resumes) the job's replicas and job-level objects, once
     /// the job is placed.
     fn start_replicas(&mut self, ctx: &mut Context<Self>, mode: PodMode) {
+        self.arm_deadline(ctx);
         let Some(placed) = self.placement.clone() else {
             self.start_mode = mode;
             self.request_placement(ctx);
@@ -256,7 +261,6 @@ impl JobActor {
         }
         // The first status write then carries the initial conditions too.
         self.update_phase();
-        self.arm_deadline(ctx);
     }
 
     /// The placement recorded on the job by an earlier decision.
@@ -477,6 +481,10 @@ impl JobActor {
     /// `activeDeadlineSeconds` counts from the job's creation, so a
     /// restarted controller keeps the same deadline.
     fn arm_deadline(&mut self, ctx: &mut Context<Self>) {
+        if self.deadline_armed {
+            return;
+        }
+        self.deadline_armed = true;
         let Some(seconds) = self
             .job
             .spec
