@@ -350,3 +350,16 @@ pub fn fold_string_data(obj: &mut Value) {
         obj["data"][key] = json!(base64::engine::general_purpose::STANDARD.encode(text));
     }
 }
+
+/// A JSON object of strings (labels, a node selector) as a map; values that
+/// are not strings are left out.
+pub fn string_map(value: Option<&Value>) -> std::collections::BTreeMap<String, String> {
+    value
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}

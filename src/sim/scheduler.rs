@@ -43,15 +43,7 @@ pub struct NodeState {
 
 impl NodeState {
     fn from_object(node: &Value) -> NodeState {
-        let labels = node
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let labels = super::rules::string_map(node.pointer("/metadata/labels"));
         let ready = node
             .pointer("/status/conditions")
             .and_then(Value::as_array)
@@ -284,15 +276,7 @@ impl State {
             .get(&key)
             .filter(|p| p.uid == obj.uid)
             .map_or(obj.rv, |p| p.order);
-        let selector = pod
-            .pointer("/spec/nodeSelector")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let selector = super::rules::string_map(pod.pointer("/spec/nodeSelector"));
         if !self.pending.contains_key(&key) {
             self.fresh.push(key.clone());
         }

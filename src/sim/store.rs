@@ -1039,15 +1039,7 @@ impl Inner {
                     .map(|v| (label.clone(), v))
             })
             .collect();
-        let labels = obj
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let labels = rules::string_map(obj.pointer("/metadata/labels"));
         Stored {
             rv,
             namespace: meta_str(&obj, "namespace").unwrap_or_default().to_string(),
