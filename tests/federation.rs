@@ -641,3 +641,46 @@ async fn deleting_a_job_spread_over_clusters_leaves_nothing_anywhere() {
         );
     }
 }
+
+fn count(pods: &std::collections::BTreeMap<String, Vec<String>>) -> std::collections::BTreeMap<String, usize> {
+    pods.iter().map(|(c, names)| (c.clone(), names.len())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spread_and_weighted_give_the_expected_counts_per_cluster() {
+    let f = Federation::start().await;
+    let spread = json!({"scheduler": {"federation": {"strategy": "Spread"}}});
+    f.submit(gpu_job("spread", &[("worker", 4, 1)], spread, "1")).await;
+    f.wait_phase("spread", "Succeeded", Duration::from_secs(30)).await;
+    let expected = std::collections::BTreeMap::from([("member-1".to_string(), 2), ("member-2".to_string(), 2)]);
+    assert_eq!(count(&f.pods_by_cluster("spread").await), expected);
+
+    let weighted = json!({"scheduler": {"federation": {"strategy": "Weighted", "weights": {"member-1": 3, "member-2": 1}}}});
+    f.submit(gpu_job("weighted", &[("worker", 4, 0)], weighted, "1")).await;
+    f.wait_phase("weighted", "Succeeded", Duration::from_secs(30)).await;
+    let expected = std::collections::BTreeMap::from([("member-1".to_string(), 3), ("member-2".to_string(), 1)]);
+    assert_eq!(count(&f.pods_by_cluster("weighted").await), expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selector_names_and_unschedulable_are_respected() {
+    let f = Federation::start().await;
+    let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
+    let label = json!({"metadata": {"labels": {"tier": "gpu"}}});
+    members.patch("member-2", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&label)).await.expect("label member-2");
+    let selected = json!({"scheduler": {"federation": {"clusterSelector": {"matchLabels": {"tier": "gpu"}}}}});
+    f.submit(gpu_job("selected", &[("worker", 1, 1)], selected, "1")).await;
+    f.wait_phase("selected", "Succeeded", Duration::from_secs(30)).await;
+    assert_eq!(f.pods_by_cluster("selected").await.keys().collect::<Vec<_>>(), ["member-2"], "only the labelled member is selected");
+
+    let named = json!({"scheduler": {"federation": {"clusterNames": ["member-2"]}}});
+    f.submit(gpu_job("named", &[("worker", 1, 1)], named, "1")).await;
+    f.wait_phase("named", "Succeeded", Duration::from_secs(30)).await;
+    assert_eq!(f.pods_by_cluster("named").await.keys().collect::<Vec<_>>(), ["member-2"]);
+
+    let cordon = json!({"spec": {"unschedulable": true}});
+    members.patch("member-1", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&cordon)).await.expect("cordon member-1");
+    f.submit(gpu_job("cordoned", &[("worker", 1, 1)], json!({}), "1")).await;
+    f.wait_phase("cordoned", "Succeeded", Duration::from_secs(30)).await;
+    assert_eq!(f.pods_by_cluster("cordoned").await.keys().collect::<Vec<_>>(), ["member-2"], "the unschedulable member gets nothing new");
+}
