@@ -642,23 +642,37 @@ async fn deleting_a_job_spread_over_clusters_leaves_nothing_anywhere() {
     }
 }
 
-fn count(pods: &std::collections::BTreeMap<String, Vec<String>>) -> std::collections::BTreeMap<String, usize> {
-    pods.iter().map(|(c, names)| (c.clone(), names.len())).collect()
+fn count(
+    pods: &std::collections::BTreeMap<String, Vec<String>>,
+) -> std::collections::BTreeMap<String, usize> {
+    pods.iter()
+        .map(|(c, names)| (c.clone(), names.len()))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spread_and_weighted_give_the_expected_counts_per_cluster() {
     let f = Federation::start().await;
     let spread = json!({"scheduler": {"federation": {"strategy": "Spread"}}});
-    f.submit(gpu_job("spread", &[("worker", 4, 1)], spread, "1")).await;
-    f.wait_phase("spread", "Succeeded", Duration::from_secs(30)).await;
-    let expected = std::collections::BTreeMap::from([("member-1".to_string(), 2), ("member-2".to_string(), 2)]);
+    f.submit(gpu_job("spread", &[("worker", 4, 1)], spread, "1"))
+        .await;
+    f.wait_phase("spread", "Succeeded", Duration::from_secs(30))
+        .await;
+    let expected = std::collections::BTreeMap::from([
+        ("member-1".to_string(), 2),
+        ("member-2".to_string(), 2),
+    ]);
     assert_eq!(count(&f.pods_by_cluster("spread").await), expected);
 
     let weighted = json!({"scheduler": {"federation": {"strategy": "Weighted", "weights": {"member-1": 3, "member-2": 1}}}});
-    f.submit(gpu_job("weighted", &[("worker", 4, 0)], weighted, "1")).await;
-    f.wait_phase("weighted", "Succeeded", Duration::from_secs(30)).await;
-    let expected = std::collections::BTreeMap::from([("member-1".to_string(), 3), ("member-2".to_string(), 1)]);
+    f.submit(gpu_job("weighted", &[("worker", 4, 0)], weighted, "1"))
+        .await;
+    f.wait_phase("weighted", "Succeeded", Duration::from_secs(30))
+        .await;
+    let expected = std::collections::BTreeMap::from([
+        ("member-1".to_string(), 3),
+        ("member-2".to_string(), 1),
+    ]);
     assert_eq!(count(&f.pods_by_cluster("weighted").await), expected);
 }
 
@@ -667,20 +681,119 @@ async fn selector_names_and_unschedulable_are_respected() {
     let f = Federation::start().await;
     let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
     let label = json!({"metadata": {"labels": {"tier": "gpu"}}});
-    members.patch("member-2", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&label)).await.expect("label member-2");
-    let selected = json!({"scheduler": {"federation": {"clusterSelector": {"matchLabels": {"tier": "gpu"}}}}});
-    f.submit(gpu_job("selected", &[("worker", 1, 1)], selected, "1")).await;
-    f.wait_phase("selected", "Succeeded", Duration::from_secs(30)).await;
-    assert_eq!(f.pods_by_cluster("selected").await.keys().collect::<Vec<_>>(), ["member-2"], "only the labelled member is selected");
+    members
+        .patch(
+            "member-2",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&label),
+        )
+        .await
+        .expect("label member-2");
+    let selected =
+        json!({"scheduler": {"federation": {"clusterSelector": {"matchLabels": {"tier": "gpu"}}}}});
+    f.submit(gpu_job("selected", &[("worker", 1, 1)], selected, "1"))
+        .await;
+    f.wait_phase("selected", "Succeeded", Duration::from_secs(30))
+        .await;
+    assert_eq!(
+        f.pods_by_cluster("selected")
+            .await
+            .keys()
+            .collect::<Vec<_>>(),
+        ["member-2"],
+        "only the labelled member is selected"
+    );
 
     let named = json!({"scheduler": {"federation": {"clusterNames": ["member-2"]}}});
-    f.submit(gpu_job("named", &[("worker", 1, 1)], named, "1")).await;
-    f.wait_phase("named", "Succeeded", Duration::from_secs(30)).await;
-    assert_eq!(f.pods_by_cluster("named").await.keys().collect::<Vec<_>>(), ["member-2"]);
+    f.submit(gpu_job("named", &[("worker", 1, 1)], named, "1"))
+        .await;
+    f.wait_phase("named", "Succeeded", Duration::from_secs(30))
+        .await;
+    assert_eq!(
+        f.pods_by_cluster("named").await.keys().collect::<Vec<_>>(),
+        ["member-2"]
+    );
 
     let cordon = json!({"spec": {"unschedulable": true}});
-    members.patch("member-1", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&cordon)).await.expect("cordon member-1");
-    f.submit(gpu_job("cordoned", &[("worker", 1, 1)], json!({}), "1")).await;
-    f.wait_phase("cordoned", "Succeeded", Duration::from_secs(30)).await;
-    assert_eq!(f.pods_by_cluster("cordoned").await.keys().collect::<Vec<_>>(), ["member-2"], "the unschedulable member gets nothing new");
+    members
+        .patch(
+            "member-1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&cordon),
+        )
+        .await
+        .expect("cordon member-1");
+    f.submit(gpu_job("cordoned", &[("worker", 1, 1)], json!({}), "1"))
+        .await;
+    f.wait_phase("cordoned", "Succeeded", Duration::from_secs(30))
+        .await;
+    assert_eq!(
+        f.pods_by_cluster("cordoned")
+            .await
+            .keys()
+            .collect::<Vec<_>>(),
+        ["member-2"],
+        "the unschedulable member gets nothing new"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_higher_priority_job_gets_freed_capacity_first() {
+    let f = Federation::start().await;
+    // Any pod a cluster's scheduler cannot fit shows Unschedulable at some
+    // point: watch every cluster for it during the whole test.
+    let overcommits = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    for (cluster, client) in &f.clients {
+        let pods: Api<Pod> = Api::all(client.clone());
+        let seen = overcommits.clone();
+        let cluster = cluster.clone();
+        tokio::spawn(async move {
+            use futures::StreamExt;
+            let mut events =
+                kube::runtime::watcher(pods, kube::runtime::watcher::Config::default()).boxed();
+            while let Some(Ok(
+                kube::runtime::watcher::Event::Apply(pod)
+                | kube::runtime::watcher::Event::InitApply(pod),
+            )) = events.next().await
+            {
+                let conditions = pod.status.and_then(|s| s.conditions).unwrap_or_default();
+                if conditions
+                    .iter()
+                    .any(|c| c.reason.as_deref() == Some("Unschedulable"))
+                {
+                    seen.lock().expect("lock").push(format!(
+                        "{cluster}/{}",
+                        pod.metadata.name.unwrap_or_default()
+                    ));
+                }
+            }
+        });
+    }
+    f.submit(gpu_job("short", &[("worker", 1, 4)], json!({}), "1"))
+        .await;
+    f.submit(gpu_job("long", &[("worker", 1, 4)], json!({}), "12"))
+        .await;
+    f.wait_phase("short", "Running", Duration::from_secs(20))
+        .await;
+    f.wait_phase("long", "Running", Duration::from_secs(20))
+        .await;
+    let whole = |priority: i32| json!({"scheduler": {"t9kScheduler": {"queue": "default", "priority": priority}, "federation": {"allowSplit": false}}});
+    f.submit(gpu_job("low", &[("worker", 1, 4)], whole(10), "1"))
+        .await;
+    f.submit(gpu_job("high", &[("worker", 1, 4)], whole(90), "1"))
+        .await;
+    // "short" frees one member: it goes to "high", though "low" waited longer.
+    f.wait_phase("high", "Running", Duration::from_secs(20))
+        .await;
+    assert!(
+        f.pods_by_cluster("low").await.is_empty(),
+        "the low-priority job still waits"
+    );
+    f.wait_phase("low", "Succeeded", Duration::from_secs(40))
+        .await;
+    let seen = overcommits.lock().expect("lock").clone();
+    assert!(
+        seen.is_empty(),
+        "pods a cluster could not fit (over-commit): {seen:?}"
+    );
 }
