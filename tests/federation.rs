@@ -600,7 +600,7 @@ async fn deleting_a_job_spread_over_clusters_leaves_nothing_anywhere() {
     f.submit(gpu_job(
         "spread",
         &[("chief", 1, 2), ("worker", 2, 2)],
-        json!({}),
+        json!({"scheduler": {"t9kScheduler": {"queue": "default"}}}),
         "60",
     ))
     .await;
@@ -611,6 +611,25 @@ async fn deleting_a_job_spread_over_clusters_leaves_nothing_anywhere() {
         2,
         "the job spans two members"
     );
+    let pod_groups = |cluster: &str| -> Api<kube::api::DynamicObject> {
+        Api::namespaced_with(
+            f.clients[cluster].clone(),
+            "default",
+            &tfjob_federator::builders::pod_group_resource(),
+        )
+    };
+    for member in ["member-1", "member-2"] {
+        let group = pod_groups(member)
+            .get("spread")
+            .await
+            .expect("a PodGroup on each member used");
+        assert!(
+            group.data["spec"]["minMember"]
+                .as_i64()
+                .is_some_and(|m| m >= 1),
+            "minMember counts the replicas there"
+        );
+    }
     f.jobs()
         .delete("spread", &Default::default())
         .await
@@ -639,6 +658,15 @@ async fn deleting_a_job_spread_over_clusters_leaves_nothing_anywhere() {
                 .map(|s| s.metadata.name.clone())
                 .collect::<Vec<_>>()
         );
+    }
+    for member in ["member-1", "member-2"] {
+        let groups = pod_groups(member);
+        sim_kube::eventually_within(
+            "member PodGroups deleted",
+            Duration::from_secs(10),
+            async || groups.get_opt("spread").await.ok()?.is_none().then_some(()),
+        )
+        .await;
     }
 }
 
@@ -796,4 +824,82 @@ async fn the_higher_priority_job_gets_freed_capacity_first() {
         seen.is_empty(),
         "pods a cluster could not fit (over-commit): {seen:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_with_export_services_get_a_service_export_per_service() {
+    let f = Federation::start().await;
+    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "serviceexports.multicluster.x-k8s.io"},
+        "spec": {"group": "multicluster.x-k8s.io", "scope": "Namespaced",
+            "names": {"plural": "serviceexports", "singular": "serviceexport", "kind": "ServiceExport"},
+            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+    }))
+    .expect("valid CRD");
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(f.clients["member-1"].clone());
+    crds.create(&Default::default(), &crd)
+        .await
+        .expect("ServiceExport CRD installed on member-1");
+    let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
+    let export = json!({"spec": {"exportServices": true}});
+    members
+        .patch(
+            "member-1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&export),
+        )
+        .await
+        .expect("enable exports");
+    let members_view = members.clone();
+    sim_kube::eventually_within(
+        "member-1 Ready after the change",
+        Duration::from_secs(20),
+        async || {
+            let (ready, m) = ready_of(&members_view, "member-1").await?;
+            (ready == "True" && m.spec.export_services).then_some(())
+        },
+    )
+    .await;
+    f.submit(gpu_job(
+        "exported",
+        &[("chief", 1, 1), ("worker", 1, 1)],
+        json!({"scheduler": {"federation": {"clusterNames": ["member-1"]}}}),
+        "2",
+    ))
+    .await;
+    let exports: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        f.clients["member-1"].clone(),
+        "default",
+        &tfjob_federator::builders::service_export_resource(),
+    );
+    let names = sim_kube::eventually_within(
+        "ServiceExports on member-1",
+        Duration::from_secs(20),
+        async || {
+            let mut names: Vec<String> = exports
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter_map(|e| e.metadata.name)
+                .collect();
+            names.sort();
+            (names.len() == 2).then_some(names)
+        },
+    )
+    .await;
+    assert_eq!(names, ["exported-chief-0", "exported-worker-0"]);
+    let owner = exports
+        .get("exported-chief-0")
+        .await
+        .expect("export")
+        .metadata
+        .owner_references
+        .expect("owned")[0]
+        .kind
+        .clone();
+    assert_eq!(owner, "Service", "the export goes with its service");
 }

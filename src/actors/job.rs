@@ -248,7 +248,8 @@ impl JobActor {
                 ctx.address().recipient(),
                 ctx.address().recipient(),
                 self.shared.config.retry_interval(),
-            );
+            )
+            .exporting_services(target.export_services);
             self.views.insert(
                 key,
                 ReplicaView::creating(
@@ -696,9 +697,37 @@ impl JobActor {
             for actor in self.replicas.values() {
                 actor.do_send(Teardown);
             }
+            self.delete_member_pod_groups();
         }
         if self.replicas.is_empty() {
             self.remove_finalizer(ctx);
+        }
+    }
+
+    /// PodGroups on members have no owner there: the finalizer removes them
+    /// (home's go with the job through its owner reference).
+    fn delete_member_pod_groups(&self) {
+        if self.job.spec.t9k_scheduler().is_none() {
+            return;
+        }
+        let Some(placed) = &self.placement else {
+            return;
+        };
+        for target in placed.targets.values().filter(|t| !t.home) {
+            let api: Api<DynamicObject> = Api::namespaced_with(
+                target.handle.client.clone(),
+                &self.namespace(),
+                &builders::pod_group_resource(),
+            );
+            let name = self.name();
+            let cluster = target.handle.name.clone();
+            tokio::spawn(async move {
+                match api.delete(&name, &Default::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => tracing::warn!(%cluster, error = %e, "deleting PodGroup failed"),
+                }
+            });
         }
     }
 

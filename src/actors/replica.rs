@@ -47,6 +47,8 @@ pub struct Teardown;
 
 pub struct ReplicaActor {
     key: ReplicaKey,
+    /// Export the service to the clusterset (the member's `exportServices`).
+    export_services: bool,
     pod_key: PodKey,
     cluster: ClusterHandle,
     desired_pod: Pod,
@@ -88,6 +90,7 @@ impl ReplicaActor {
         );
         ReplicaActor {
             key,
+            export_services: false,
             pod_key,
             cluster,
             desired_pod,
@@ -105,6 +108,12 @@ impl ReplicaActor {
             tearing_down: false,
             retry,
         }
+    }
+
+    /// Also create a ServiceExport for the replica's service.
+    pub fn exporting_services(mut self, export: bool) -> ReplicaActor {
+        self.export_services = export;
+        self
     }
 
     fn pods(&self) -> Api<Pod> {
@@ -138,14 +147,50 @@ impl ReplicaActor {
         let service = self.desired_service.clone();
         let retry = self.retry;
         ctx.spawn(
-            async move { api.create(&PostParams::default(), &service).await }.into_actor(self).map(move |result, act, ctx| match result {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
+            async move {
+                match api.create(&PostParams::default(), &service).await {
+                    // An existing service (after a restart) is exported as it is.
+                    Err(kube::Error::Api(e)) if e.code == 409 => api.get(&service.metadata.name.clone().unwrap_or_default()).await,
+                    other => other,
+                }
+            }
+            .into_actor(self)
+            .map(move |result, act, ctx| match result {
+                Ok(service) => act.export_service(ctx, &service),
                 Err(e) => {
                     tracing::warn!(replica = %act.pod_key.1, error = %e, "creating service failed; retrying");
                     ctx.run_later(retry, |act, ctx| act.ensure_service(ctx));
                 }
             }),
+        );
+    }
+
+    /// With the member's `exportServices`, a ServiceExport per service.
+    fn export_service(&self, ctx: &mut Context<Self>, service: &Service) {
+        if !self.export_services {
+            return;
+        }
+        let Some(export) = crate::builders::build_service_export(service) else {
+            return;
+        };
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
+            self.cluster.client.clone(),
+            &self.pod_key.0,
+            &crate::builders::service_export_resource(),
+        );
+        let cluster = self.cluster.name.clone();
+        ctx.spawn(
+            async move {
+                match api.create(&PostParams::default(), &export).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 409 => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {
+                        tracing::warn!(%cluster, "cannot export services: the ServiceExport CRD (multicluster.x-k8s.io) is not installed");
+                    }
+                    Err(e) => tracing::warn!(%cluster, error = %e, "creating ServiceExport failed"),
+                }
+            }
+            .into_actor(self),
         );
     }
 

@@ -40,7 +40,7 @@ pub use pod::{PodMode, PodParams, build_pod};
 pub use pod_group::{
     GROUP_NAME_LABEL, QUEUE_LABEL, T9K_SCHEDULER_NAME, build_pod_group, pod_group_resource,
 };
-pub use service::build_service;
+pub use service::{build_service, build_service_export, service_export_resource};
 pub use tensorboard::{build_tensorboard, tensorboard_resource};
 pub use tf_config::{TF_CONFIG_ENV, tf_config};
 pub use topology::{DEFAULT_ADDRESS_TEMPLATE, Topology, check_address_template, render_address};

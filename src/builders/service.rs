@@ -11,6 +11,7 @@ use super::{
     replica_spec, tf_port,
 };
 use crate::api::{ReplicaKey, TensorFlowTrainingJob};
+use kube::api::{ApiResource, DynamicObject};
 
 /// Builds the service of replica `key`; `owner` only on the home cluster.
 pub fn build_service(
@@ -44,6 +45,35 @@ pub fn build_service(
         }),
         status: None,
     })
+}
+
+/// The MCS API type that exports a service to the other clusters of a clusterset.
+pub fn service_export_resource() -> ApiResource {
+    ApiResource {
+        group: "multicluster.x-k8s.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "multicluster.x-k8s.io/v1alpha1".into(),
+        kind: "ServiceExport".into(),
+        plural: "serviceexports".into(),
+    }
+}
+
+/// The ServiceExport of a created service: same name and labels, owned by
+/// the service (same cluster), so it goes when the service goes.
+pub fn build_service_export(service: &Service) -> Option<DynamicObject> {
+    let name = service.metadata.name.clone()?;
+    let owner = OwnerReference {
+        api_version: "v1".into(),
+        kind: "Service".into(),
+        name: name.clone(),
+        uid: service.metadata.uid.clone()?,
+        ..Default::default()
+    };
+    let mut export = DynamicObject::new(&name, &service_export_resource());
+    export.metadata.namespace = service.metadata.namespace.clone();
+    export.metadata.labels = service.metadata.labels.clone();
+    export.metadata.owner_references = Some(vec![owner]);
+    Some(export)
 }
 
 #[cfg(test)]
@@ -83,5 +113,25 @@ mod tests {
         );
         let remote = build_service(&job, key, 1, None).expect("service");
         assert_eq!(remote.metadata.owner_references, None);
+    }
+
+    #[test]
+    fn service_export_is_owned_by_its_service() {
+        let mut service = Service::default();
+        service.metadata.name = Some("j-worker-0".into());
+        service.metadata.namespace = Some("ml".into());
+        assert!(
+            build_service_export(&service).is_none(),
+            "no uid yet: not created"
+        );
+        service.metadata.uid = Some("u1".into());
+        let export = build_service_export(&service).expect("an export");
+        assert_eq!(
+            export.types.as_ref().map(|t| t.kind.as_str()),
+            Some("ServiceExport")
+        );
+        assert_eq!(export.metadata.namespace.as_deref(), Some("ml"));
+        let owner = &export.metadata.owner_references.expect("owned")[0];
+        assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("Service", "u1"));
     }
 }
