@@ -209,21 +209,37 @@ fn start_controller(home_kubeconfig: &std::path::Path) -> ControllerProcess {
     start_controller_with(home_kubeconfig, "")
 }
 
-/// With settings (YAML) written next to the kubeconfig.
+/// With settings (YAML) written next to the kubeconfig; the controller's
+/// JSON log goes to `controller.log` beside it.
 fn start_controller_with(home_kubeconfig: &std::path::Path, settings: &str) -> ControllerProcess {
     let config = home_kubeconfig.with_file_name("controller.yaml");
     std::fs::write(&config, settings).expect("write controller settings");
+    let log = std::fs::File::create(home_kubeconfig.with_file_name("controller.log"))
+        .expect("controller log");
     let child = Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
-        .arg("run")
-        .arg("--kubeconfig")
+        .args(["--log-format", "json", "run", "--kubeconfig"])
         .arg(home_kubeconfig)
         .arg("--config")
         .arg(&config)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .expect("tfjob-federator run starts");
     ControllerProcess(child)
+}
+
+/// The controller's log lines at WARN or ERROR.
+fn controller_problems(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("controller.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .is_none_or(|v| matches!(v["level"].as_str(), Some("WARN" | "ERROR")))
+        })
+        .map(str::to_string)
+        .collect()
 }
 
 async fn ready_of(members: &Api<MemberCluster>, name: &str) -> Option<(String, MemberCluster)> {
@@ -338,12 +354,16 @@ struct Federation {
 
 impl Federation {
     async fn start() -> Federation {
+        Federation::start_with_nodes("1").await
+    }
+
+    async fn start_with_nodes(nodes: &str) -> Federation {
         let sim = start_sim(&[
             "--clusters",
             "3",
             "--register",
             "--nodes",
-            "1",
+            nodes,
             "--gpus-per-node",
             "4",
         ]);
@@ -771,19 +791,25 @@ async fn the_higher_priority_job_gets_freed_capacity_first() {
     // Any pod a cluster's scheduler cannot fit shows Unschedulable at some
     // point: watch every cluster for it during the whole test.
     let overcommits = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let watched = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for (cluster, client) in &f.clients {
         let pods: Api<Pod> = Api::all(client.clone());
         let seen = overcommits.clone();
+        let watched = watched.clone();
         let cluster = cluster.clone();
         tokio::spawn(async move {
             use futures::StreamExt;
-            let mut events =
-                kube::runtime::watcher(pods, kube::runtime::watcher::Config::default()).boxed();
-            while let Some(Ok(
-                kube::runtime::watcher::Event::Apply(pod)
-                | kube::runtime::watcher::Event::InitApply(pod),
-            )) = events.next().await
-            {
+            let mut events = kube::runtime::WatchStreamExt::default_backoff(
+                kube::runtime::watcher(pods, kube::runtime::watcher::Config::default()),
+            )
+            .boxed();
+            while let Some(event) = events.next().await {
+                let (Ok(kube::runtime::watcher::Event::Apply(pod))
+                | Ok(kube::runtime::watcher::Event::InitApply(pod))) = event
+                else {
+                    continue;
+                };
+                watched.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let conditions = pod.status.and_then(|s| s.conditions).unwrap_or_default();
                 if conditions
                     .iter()
@@ -819,6 +845,10 @@ async fn the_higher_priority_job_gets_freed_capacity_first() {
     );
     f.wait_phase("low", "Succeeded", Duration::from_secs(40))
         .await;
+    assert!(
+        watched.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "the over-commit watch saw the pods"
+    );
     let seen = overcommits.lock().expect("lock").clone();
     assert!(
         seen.is_empty(),
@@ -902,4 +932,108 @@ async fn members_with_export_services_get_a_service_export_per_service() {
         .kind
         .clone();
     assert_eq!(owner, "Service", "the export goes with its service");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_jobs_of_eight_replicas_over_three_clusters_finish_cleanly() {
+    let f = Federation::start_with_nodes("4").await;
+    // Every ADDED pod per cluster, and any pod a cluster could not fit.
+    let created = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::<
+        String,
+        usize,
+    >::new()));
+    let overcommits = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    for (cluster, client) in &f.clients {
+        let pods: Api<Pod> = Api::all(client.clone());
+        let (created, overcommits, cluster) =
+            (created.clone(), overcommits.clone(), cluster.clone());
+        tokio::spawn(async move {
+            use futures::StreamExt;
+            let mut seen = std::collections::HashSet::new();
+            let mut events = kube::runtime::WatchStreamExt::default_backoff(
+                kube::runtime::watcher(pods, kube::runtime::watcher::Config::default()),
+            )
+            .boxed();
+            while let Some(event) = events.next().await {
+                let (Ok(kube::runtime::watcher::Event::Apply(pod))
+                | Ok(kube::runtime::watcher::Event::InitApply(pod))) = event
+                else {
+                    continue;
+                };
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                if seen.insert(pod.metadata.uid.clone().unwrap_or_default()) {
+                    *created
+                        .lock()
+                        .expect("lock")
+                        .entry(format!("{cluster}/{name}"))
+                        .or_default() += 1;
+                }
+                let conditions = pod.status.and_then(|s| s.conditions).unwrap_or_default();
+                if conditions
+                    .iter()
+                    .any(|c| c.reason.as_deref() == Some("Unschedulable"))
+                {
+                    overcommits
+                        .lock()
+                        .expect("lock")
+                        .push(format!("{cluster}/{name}"));
+                }
+            }
+        });
+    }
+    for i in 0..100 {
+        let job = gpu_job(
+            &format!("bulk-{i}"),
+            &[("chief", 1, 0), ("worker", 6, 0), ("ps", 1, 0)],
+            json!({}),
+            "1",
+        );
+        f.submit(job).await;
+    }
+    let jobs = f.jobs();
+    let outcome =
+        sim_kube::eventually_within("100 jobs to end", Duration::from_secs(120), async || {
+            let list = jobs.list(&ListParams::default()).await.ok()?;
+            let phases: Vec<String> = list
+                .items
+                .iter()
+                .filter_map(|j| {
+                    Some(
+                        serde_json::to_value(j.status.as_ref()?.phase?)
+                            .ok()?
+                            .as_str()?
+                            .to_string(),
+                    )
+                })
+                .collect();
+            (phases.len() == 100 && phases.iter().all(|p| p == "Succeeded" || p == "Failed"))
+                .then_some(phases)
+        })
+        .await;
+    assert!(
+        outcome.iter().all(|p| p == "Succeeded"),
+        "every job succeeds"
+    );
+    let created = created.lock().expect("lock").clone();
+    assert_eq!(created.len(), 800, "one pod per replica");
+    let duplicates: Vec<&String> = created
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(k, _)| k)
+        .collect();
+    assert!(duplicates.is_empty(), "pods created twice: {duplicates:?}");
+    let clusters: std::collections::BTreeSet<&str> =
+        created.keys().filter_map(|k| k.split('/').next()).collect();
+    assert_eq!(
+        clusters.len(),
+        2,
+        "both members are used (home is not a target here): {clusters:?}"
+    );
+    let seen = overcommits.lock().expect("lock").clone();
+    assert!(seen.is_empty(), "pods a cluster could not fit: {seen:?}");
+    let problems = controller_problems(&f._sim.dir);
+    assert!(
+        problems.is_empty(),
+        "controller warnings/errors: {problems:#?}"
+    );
 }

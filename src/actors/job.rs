@@ -54,6 +54,8 @@ pub struct JobActor {
     start_mode: PodMode,
     /// The placement's capacity hold was released.
     released: bool,
+    /// Namespaces and PodGroups exist on the placement's clusters.
+    clusters_prepared: bool,
     /// The `activeDeadlineSeconds` timer runs (it counts while a job waits
     /// for capacity too).
     deadline_armed: bool,
@@ -115,6 +117,7 @@ impl JobActor {
             placing: false,
             start_mode: PodMode::Normal,
             released: false,
+            clusters_prepared: false,
             deadline_armed: false,
             written: job.status.clone(),
             job,
@@ -206,7 +209,11 @@ impl JobActor {
         }
         let owner = builders::owner_reference(&job).ok();
         let keys = job.spec.replica_keys();
-        self.ensure_job_objects(ctx, &placed, &topology, &keys);
+        if !self.clusters_prepared {
+            // Replicas start once namespaces and PodGroups exist.
+            self.ensure_job_objects(ctx, &placed, &topology, &keys, mode);
+            return;
+        }
         for key in keys {
             if self.replicas.contains_key(&key) {
                 continue;
@@ -386,9 +393,11 @@ impl JobActor {
         placed: &Placed,
         topology: &Topology,
         keys: &[ReplicaKey],
+        mode: PodMode,
     ) {
         let owner = builders::owner_reference(&self.job).ok();
         let ns = self.namespace();
+        let mut preparations = Vec::new();
         for (cluster, target) in &placed.targets {
             let client = target.handle.client.clone();
             let group = builders::build_pod_group(
@@ -401,7 +410,7 @@ impl JobActor {
             );
             let ns = ns.clone();
             let cluster = cluster.clone();
-            tokio::spawn(async move {
+            preparations.push(async move {
                 if let Some(namespace) = namespace {
                     // The member may lack the job's namespace: it is created, never deleted.
                     let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
@@ -421,6 +430,12 @@ impl JobActor {
                 }
             });
         }
+        // Pods wait for these: a gang pod must not meet a missing PodGroup.
+        let prepared = futures::future::join_all(preparations);
+        ctx.spawn(prepared.into_actor(self).map(move |_, act, ctx| {
+            act.clusters_prepared = true;
+            act.start_replicas(ctx, mode);
+        }));
         let client = self.shared.home.client.clone();
         if let Ok(Some(board)) = builders::build_tensorboard(&self.job) {
             let api: Api<DynamicObject> =
