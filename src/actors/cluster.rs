@@ -76,12 +76,23 @@ pub struct ClusterActor {
 
 impl ClusterActor {
     pub fn new(name: String, client: Client) -> (ClusterActor, ClusterHandle) {
+        ClusterActor::replacing(name, client, None)
+    }
+
+    /// A new connection to a cluster that keeps the routes (and cache) of
+    /// `previous`, so replicas registered there go on receiving their pods'
+    /// changes from the new informer.
+    pub fn replacing(
+        name: String,
+        client: Client,
+        previous: Option<&ClusterHandle>,
+    ) -> (ClusterActor, ClusterHandle) {
         let (tx, rx) = watch::channel(false);
         let handle = ClusterHandle {
             name,
             client,
-            pods: Arc::default(),
-            routes: Arc::default(),
+            pods: previous.map(|p| p.pods.clone()).unwrap_or_default(),
+            routes: previous.map(|p| p.routes.clone()).unwrap_or_default(),
             synced: rx,
         };
         (

@@ -227,7 +227,8 @@ impl MemberSupervisor {
                     if act.members.get(&name).is_some_and(|m| m.secret_version == version) {
                         return;
                     }
-                    let (actor, handle) = ClusterActor::new(name.clone(), client.clone());
+                    let previous = act.members.get(&name).map(|m| m.handle.clone());
+                    let (actor, handle) = ClusterActor::replacing(name.clone(), client.clone(), previous.as_ref());
                     let actor = actor.start();
                     let capacity = CapacityWatch::start(&client);
                     tracing::info!(cluster = %name, "member cluster connected");
@@ -350,14 +351,15 @@ impl MemberSupervisor {
             };
             match decision {
                 Ok(assignment) => {
-                    let Some(waiting) = self.waiting.remove(&key) else {
-                        continue;
-                    };
                     let targets: Option<BTreeMap<String, Target>> = assignment
                         .values()
                         .map(|c| Some((c.clone(), self.target(c)?)))
                         .collect();
+                    // A cluster that vanished meanwhile: the job keeps waiting.
                     let Some(targets) = targets else { continue };
+                    let Some(waiting) = self.waiting.remove(&key) else {
+                        continue;
+                    };
                     if !self.specs.is_empty() {
                         self.ledger.reserve(&uid, &waiting.demands, &assignment);
                     }
@@ -491,11 +493,16 @@ impl Handler<MemberObserved> for MemberSupervisor {
             watcher::Event::Apply(member) | watcher::Event::InitApply(member) => {
                 let member = Arc::new(member);
                 let name = member.name_any();
-                let spec_changed = self.specs.get(&name).is_none_or(|m| m.spec != member.spec);
+                // Only a new kubeconfig reference needs a new connection; other
+                // spec changes (unschedulable, exports, …) are read from `specs`.
+                let reconnect = self.specs.get(&name).is_none_or(|m| {
+                    m.spec.kubeconfig_secret_ref != member.spec.kubeconfig_secret_ref
+                });
                 self.specs.insert(name, member.clone());
-                if spec_changed {
+                if reconnect {
                     self.connect(ctx, member);
                 }
+                self.try_waiting();
             }
             watcher::Event::Delete(member) => {
                 let name = member.name_any();
