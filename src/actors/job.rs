@@ -92,6 +92,18 @@ pub struct JobActor {
     tearing_down: bool,
 }
 
+/// Applies JSON-patch operations (with their `test` guards) to the job.
+async fn json_patch_job(
+    api: Api<TensorFlowTrainingJob>,
+    name: String,
+    operations: serde_json::Value,
+) -> kube::Result<TensorFlowTrainingJob> {
+    let patch: json_patch::Patch =
+        serde_json::from_value(operations).map_err(kube::Error::SerdeError)?;
+    api.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+}
+
 fn now() -> Time {
     Time(jiff::Timestamp::now())
 }
@@ -648,13 +660,7 @@ impl JobActor {
             json!([{"op": "test", "path": "/metadata/finalizers", "value": self.job.finalizers()}, {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}])
         };
         ctx.spawn(
-            async move {
-                let patch: json_patch::Patch =
-                    serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
-                api.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
-                    .await
-            }
-            .into_actor(self)
+            json_patch_job(api, name, patch).into_actor(self)
             .map(|result, act, _| {
                 act.adding_finalizer = false;
                 match result {
@@ -682,21 +688,16 @@ impl JobActor {
         };
         let patch = json!([{"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": FINALIZER}, {"op": "remove", "path": format!("/metadata/finalizers/{index}")}]);
         ctx.spawn(
-            async move {
-                let patch: json_patch::Patch =
-                    serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
-                api.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
-                    .await
-            }
-            .into_actor(self)
-            .map(|result, act, ctx| match result {
-                Ok(_) => ctx.stop(),
-                Err(kube::Error::Api(e)) if e.code == 404 => ctx.stop(),
-                // A stale index (the finalizers changed): the next update retries.
-                Err(e) => {
-                    tracing::warn!(job = %act.name(), error = %e, "removing finalizer failed")
-                }
-            }),
+            json_patch_job(api, name, patch).into_actor(self).map(
+                |result, act, ctx| match result {
+                    Ok(_) => ctx.stop(),
+                    Err(kube::Error::Api(e)) if e.code == 404 => ctx.stop(),
+                    // A stale index (the finalizers changed): the next update retries.
+                    Err(e) => {
+                        tracing::warn!(job = %act.name(), error = %e, "removing finalizer failed")
+                    }
+                },
+            ),
         );
     }
 
