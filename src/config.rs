@@ -40,6 +40,12 @@ pub struct ControllerConfig {
     /// Whether replicas may be placed on the home cluster too (when member
     /// clusters are registered; without members every replica runs at home).
     pub home_is_target: bool,
+    /// How often each member cluster is probed (Ready, heartbeat, capacity).
+    pub member_probe_interval_ms: u64,
+    /// A member without a good probe for this long is lost: the jobs with
+    /// replicas there are re-placed on healthy clusters. A member that is
+    /// slow or erroring for less changes nothing.
+    pub cluster_lost_timeout_ms: u64,
 }
 
 impl Default for ControllerConfig {
@@ -51,6 +57,8 @@ impl Default for ControllerConfig {
             retry_interval_ms: 1000,
             event_reporter: "tfjob-federator".into(),
             home_is_target: true,
+            member_probe_interval_ms: 5000,
+            cluster_lost_timeout_ms: 60_000,
         }
     }
 }
@@ -80,6 +88,15 @@ impl ControllerConfig {
 
     pub fn retry_interval(&self) -> Duration {
         Duration::from_millis(self.retry_interval_ms)
+    }
+
+    pub fn member_probe_interval(&self) -> Duration {
+        // A zero interval would make actix spin.
+        Duration::from_millis(self.member_probe_interval_ms.max(1))
+    }
+
+    pub fn cluster_lost_timeout(&self) -> Duration {
+        Duration::from_millis(self.cluster_lost_timeout_ms)
     }
 }
 

@@ -80,6 +80,7 @@ pub fn start(home: Client, config: ControllerConfig) -> Controller {
         home: handle,
         recorder,
         status_writes: AtomicU64::new(0),
+        lost_clusters: tokio::sync::watch::Sender::new(Default::default()),
     });
     let members = MemberSupervisor::new(shared.clone()).start();
     let manager = JobManager::new(shared.clone(), members.clone()).start();

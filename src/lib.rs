@@ -14,5 +14,6 @@ pub mod plan;
 pub mod quantity;
 pub mod sim;
 pub mod status;
+pub mod sweep;
 pub mod telemetry;
 pub mod validation;

@@ -11,6 +11,7 @@ pub const RETRYABLE_EXIT_CODES: [i32; 4] = [130, 137, 138, 143];
 pub const REASON_REPLICA_FAILED: &str = "ReplicaFailed";
 pub const REASON_BACKOFF_LIMIT: &str = "BackoffLimitExceeded";
 pub const REASON_DEADLINE: &str = "DeadlineExceeded";
+pub const REASON_CLUSTER_LOST: &str = "ClusterLost";
 
 /// The restarts `runPolicy.backoffLimit` allows all replicas together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +60,22 @@ pub enum Verdict {
     },
     /// Only the ReplicaFailure condition is set (evaluators, debug mode).
     ReplicaFailure { message: String },
+}
+
+/// A cluster holding replicas of an unfinished job was lost: the whole job
+/// is placed anew, counted as one restart, or fails when the budget is spent.
+/// `why` says which cluster and how (e.g. "member cluster member-1 was lost").
+pub fn on_cluster_lost(why: &str, budget: Budget) -> Verdict {
+    if budget.available() {
+        return Verdict::Restart;
+    }
+    Verdict::FailJob {
+        reason: REASON_CLUSTER_LOST,
+        message: format!(
+            "{why}; the backoff limit of {} restarts is reached",
+            budget.limit.unwrap_or(0)
+        ),
+    }
 }
 
 /// Decides what follows a replica's exit. The caller handles the master's
@@ -158,6 +175,32 @@ pub fn clean_up_deletes(policy: CleanUpPolicy, pod_phase: Option<&str>) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lost_cluster_costs_one_restart_or_fails_the_job() {
+        let lost = "member cluster member-1 was lost";
+        let spare = Budget {
+            limit: Some(1),
+            used: 0,
+        };
+        assert_eq!(on_cluster_lost(lost, spare), Verdict::Restart);
+        let spent = Budget {
+            limit: Some(1),
+            used: 1,
+        };
+        match on_cluster_lost(lost, spent) {
+            Verdict::FailJob { reason, message } => {
+                assert_eq!(reason, REASON_CLUSTER_LOST);
+                assert!(message.contains("member-1"), "{message}");
+            }
+            other => panic!("expected the job to fail, got {other:?}"),
+        }
+        let unlimited = Budget {
+            limit: None,
+            used: 40,
+        };
+        assert_eq!(on_cluster_lost(lost, unlimited), Verdict::Restart);
+    }
 
     #[test]
     fn an_adopted_exit_is_restarted_only_if_its_restart_was_counted() {

@@ -215,7 +215,9 @@ fn main() -> anyhow::Result<()> {
                 .context("starting the async runtime")?;
             runtime.block_on(async move {
                 let home = controller::client(kubeconfig.as_deref(), None).await?;
-                let clusters = plan::cluster_states(&home, &config.home_cluster_name, true).await?;
+                let clusters =
+                    plan::cluster_states(&home, &config.home_cluster_name, config.home_is_target)
+                        .await?;
                 print!("{}", plan::report(&job, &clusters));
                 Ok(())
             })

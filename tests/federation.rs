@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::api::ListParams;
 use kube::config::Kubeconfig;
@@ -301,20 +302,7 @@ async fn member_status_shows_readiness_capacity_and_partitions() {
         &std::fs::read_to_string(sim.dir.join("member-1.kubeconfig")).expect("kubeconfig"),
     )
     .await;
-    let faults = |partitioned: bool| {
-        let client = member_one.clone();
-        async move {
-            let body = format!("{{\"partitioned\":{partitioned}}}").into_bytes();
-            let request = hyper::Request::put("/_sim/faults")
-                .header("content-type", "application/json")
-                .body(body)
-                .expect("request");
-            client
-                .request_text(request)
-                .await
-                .expect("admin paths answer even when partitioned");
-        }
-    };
+    let faults = |partitioned: bool| set_faults(&member_one, json!({"partitioned": partitioned}));
     faults(true).await;
     sim_kube::eventually_within(
         "member-1 NotReady while partitioned",
@@ -344,6 +332,18 @@ async fn member_status_shows_readiness_capacity_and_partitions() {
     .await;
 }
 
+/// `PUT /_sim/faults` on a simulated cluster (answered even when partitioned).
+async fn set_faults(client: &kube::Client, faults: serde_json::Value) {
+    let request = hyper::Request::put("/_sim/faults")
+        .header("content-type", "application/json")
+        .body(faults.to_string().into_bytes())
+        .expect("request");
+    client
+        .request_text(request)
+        .await
+        .expect("admin paths answer even when partitioned");
+}
+
 /// Three registered clusters of one node with 4 GPUs each, the controller
 /// placing on members only, and clients for every cluster.
 struct Federation {
@@ -358,6 +358,11 @@ impl Federation {
     }
 
     async fn start_with_nodes(nodes: &str) -> Federation {
+        Federation::start_with(nodes, "homeIsTarget: false\n").await
+    }
+
+    /// With `nodes` per cluster and the controller `settings` (YAML).
+    async fn start_with(nodes: &str, settings: &str) -> Federation {
         let sim = start_sim(&[
             "--clusters",
             "3",
@@ -367,8 +372,7 @@ impl Federation {
             "--gpus-per-node",
             "4",
         ]);
-        let controller =
-            start_controller_with(&sim.dir.join("home.kubeconfig"), "homeIsTarget: false\n");
+        let controller = start_controller_with(&sim.dir.join("home.kubeconfig"), settings);
         let mut clients = std::collections::BTreeMap::new();
         for name in ["home", "member-1", "member-2"] {
             let yaml = std::fs::read_to_string(sim.dir.join(format!("{name}.kubeconfig")))
@@ -1036,4 +1040,312 @@ async fn a_hundred_jobs_of_eight_replicas_over_three_clusters_finish_cleanly() {
         problems.is_empty(),
         "controller warnings/errors: {problems:#?}"
     );
+}
+
+/// Short probe interval and lost timeout, so that failover shows in seconds.
+const FAST_LOSS: &str = "memberProbeIntervalMs: 500\nclusterLostTimeoutMs: 3000\n";
+
+/// What the job's status said at one moment.
+#[derive(Debug)]
+struct Sample {
+    backoff_count: i64,
+    clusters: Vec<String>,
+    replicas_counted: i64,
+}
+
+fn sample(job: &TensorFlowTrainingJob) -> Option<Sample> {
+    let status = serde_json::to_value(job.status.as_ref()?).ok()?;
+    let clusters = status["tasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|t| t["replicaStatus"].as_array().cloned().unwrap_or_default())
+        .filter_map(|r| r["cluster"].as_str().map(str::to_string))
+        .collect();
+    let replicas_counted = [
+        "creating",
+        "pending",
+        "running",
+        "succeeded",
+        "failed",
+        "unknown",
+    ]
+    .iter()
+    .filter_map(|k| status["aggregate"][k].as_i64())
+    .sum();
+    Some(Sample {
+        backoff_count: status["backoffCount"].as_i64().unwrap_or(0),
+        clusters,
+        replicas_counted,
+    })
+}
+
+/// Samples the job's status every 100 ms until dropped.
+fn watch_status(
+    jobs: Api<TensorFlowTrainingJob>,
+    name: &str,
+) -> (
+    tokio::task::JoinHandle<()>,
+    std::sync::Arc<std::sync::Mutex<Vec<Sample>>>,
+) {
+    let samples = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = samples.clone();
+    let name = name.to_string();
+    let task = tokio::spawn(async move {
+        loop {
+            if let Ok(job) = jobs.get(&name).await
+                && let Some(s) = sample(&job)
+            {
+                sink.lock().expect("samples").push(s);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    (task, samples)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_member_fails_its_jobs_over_and_is_swept_when_it_returns() {
+    let settings = format!("homeIsTarget: false\n{FAST_LOSS}");
+    let f = Federation::start_with("1", &settings).await;
+    f.submit(gpu_job(
+        "moving",
+        &[("worker", 2, 2)],
+        json!({"runPolicy": {"cleanUpPolicy": "none", "backoffLimit": 1}}),
+        "8",
+    ))
+    .await;
+    f.wait_phase("moving", "Running", Duration::from_secs(20))
+        .await;
+    let placed = f.pods_by_cluster("moving").await;
+    assert_eq!(
+        placed.len(),
+        1,
+        "Pack keeps the job on one member: {placed:?}"
+    );
+    let lost = placed.keys().next().expect("a cluster").clone();
+    let other = if lost == "member-1" {
+        "member-2"
+    } else {
+        "member-1"
+    };
+    let (sampler, samples) = watch_status(f.jobs(), "moving");
+
+    // Erroring for less than the lost timeout changes nothing.
+    set_faults(&f.clients[&lost], json!({"errorRate": 1.0})).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    set_faults(&f.clients[&lost], json!({"errorRate": 0.0})).await;
+    let job = f.jobs().get("moving").await.expect("job");
+    assert_eq!(
+        sample(&job).expect("status").backoff_count,
+        0,
+        "a member erroring briefly is not lost"
+    );
+
+    set_faults(&f.clients[&lost], json!({"partitioned": true})).await;
+    let done = f
+        .wait_phase("moving", "Succeeded", Duration::from_secs(40))
+        .await;
+    let last = sample(&done).expect("status");
+    assert_eq!(last.backoff_count, 1, "the failover counts one restart");
+    assert!(
+        !last.clusters.is_empty() && last.clusters.iter().all(|c| c == other),
+        "re-placed on {other}: {last:?}"
+    );
+    assert_eq!(
+        done.annotations()
+            .get("federation.tfjob.io/placement-epoch")
+            .map(String::as_str),
+        Some("1")
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(f.clients["home"].clone(), "default");
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("moving"))
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(reasons.iter().any(|r| r == "ClusterLost"), "{reasons:?}");
+
+    set_faults(&f.clients[&lost], json!({"partitioned": false})).await;
+    let pods: Api<Pod> = Api::namespaced(f.clients[&lost].clone(), "default");
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(f.clients[&lost].clone(), "default");
+    sim_kube::eventually_within(
+        "the old epoch's pods and services deleted from the returned member",
+        Duration::from_secs(20),
+        async || {
+            let selector = ListParams::default().labels("federation.tfjob.io/job-name=moving");
+            let pods = pods.list(&selector).await.ok()?.items;
+            let services = services.list(&selector).await.ok()?.items;
+            (pods.is_empty() && services.is_empty()).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    sampler.abort();
+    let samples = std::mem::take(&mut *samples.lock().expect("samples"));
+    assert!(
+        samples.iter().any(|s| s.backoff_count == 1),
+        "the failover was sampled"
+    );
+    for s in samples.iter() {
+        assert!(
+            s.replicas_counted <= 2,
+            "never more than the job's replicas: {s:?}"
+        );
+        if s.backoff_count == 1 {
+            assert!(
+                !s.clusters.iter().any(|c| c == &lost),
+                "after the failover no replica of {lost} is reported: {s:?}"
+            );
+        }
+    }
+    let job = f.jobs().get("moving").await.expect("job");
+    assert_eq!(
+        sample(&job).map(|s| (s.backoff_count, s.clusters)),
+        Some((1, vec![other.to_string(), other.to_string()])),
+        "the returned member's pods never show"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_deleted_while_a_member_is_partitioned_is_cleaned_there_when_it_heals() {
+    let f = Federation::start_with("1", FAST_LOSS).await;
+    f.submit(gpu_job(
+        "everywhere",
+        &[("worker", 3, 1)],
+        json!({"scheduler": {"t9kScheduler": {"queue": "default"}, "federation": {"strategy": "Spread"}}}),
+        "60",
+    ))
+    .await;
+    f.wait_phase("everywhere", "Running", Duration::from_secs(20))
+        .await;
+    let placed = f.pods_by_cluster("everywhere").await;
+    assert_eq!(
+        placed.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["home", "member-1", "member-2"],
+        "spread over all three clusters"
+    );
+    set_faults(&f.clients["member-2"], json!({"partitioned": true})).await;
+    f.jobs()
+        .delete("everywhere", &Default::default())
+        .await
+        .expect("delete accepted");
+    let jobs = f.jobs();
+    sim_kube::eventually_within(
+        "the job gone once member-2 is lost",
+        Duration::from_secs(20),
+        async || {
+            jobs.get_opt("everywhere")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    set_faults(&f.clients["member-2"], json!({"partitioned": false})).await;
+    for (cluster, client) in &f.clients {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let services: Api<k8s_openapi::api::core::v1::Service> =
+            Api::namespaced(client.clone(), "default");
+        let groups: Api<kube::api::DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            "default",
+            &tfjob_federator::builders::pod_group_resource(),
+        );
+        sim_kube::eventually_within(
+            &format!("nothing of the job left on {cluster}"),
+            Duration::from_secs(20),
+            async || {
+                let selector =
+                    ListParams::default().labels("federation.tfjob.io/job-name=everywhere");
+                let left = pods.list(&selector).await.ok()?.items.len()
+                    + services.list(&selector).await.ok()?.items.len()
+                    + groups.list(&selector).await.ok()?.items.len();
+                (left == 0).then_some(())
+            },
+        )
+        .await;
+    }
+}
+
+/// `tfjob-federator plan` against the federation, with the controller's settings.
+fn plan(f: &Federation, job: &serde_json::Value) -> String {
+    let file = f._sim.dir.join("plan-job.yaml");
+    std::fs::write(&file, serde_yaml::to_string(job).expect("yaml")).expect("write job");
+    let output = Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
+        .arg("plan")
+        .arg("-f")
+        .arg(&file)
+        .arg("--kubeconfig")
+        .arg(f._sim.dir.join("home.kubeconfig"))
+        .arg("--config")
+        .arg(f._sim.dir.join("controller.yaml"))
+        .output()
+        .expect("plan runs");
+    assert!(
+        output.status.success(),
+        "plan failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("utf-8")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_prints_where_replicas_would_go_and_why_others_are_passed_over() {
+    let f = Federation::start().await;
+    let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
+    members
+        .patch(
+            "member-2",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("cordon member-2");
+
+    let fits = plan(&f, &gpu_job("fits", &[("worker", 2, 2)], json!({}), "1"));
+    assert!(
+        fits.starts_with("job default/fits: 2 replicas, strategy Pack, allowSplit true\n"),
+        "{fits}"
+    );
+    for replica in ["worker-0", "worker-1"] {
+        assert!(
+            fits.lines()
+                .any(|l| l.trim_start().starts_with(replica) && l.ends_with("-> member-1")),
+            "{replica} goes to member-1: {fits}"
+        );
+    }
+    assert!(
+        fits.contains("passed over:\n") && fits.contains("  member-2: unschedulable\n"),
+        "{fits}"
+    );
+    assert!(!fits.contains("home"), "home is not a target here: {fits}");
+
+    let too_big = plan(
+        &f,
+        &gpu_job(
+            "too-big",
+            &[("worker", 3, 2)],
+            json!({"scheduler": {"federation": {"allowSplit": false}}}),
+            "1",
+        ),
+    );
+    assert!(
+        too_big.contains("cannot be placed now; it would wait for capacity:\n"),
+        "{too_big}"
+    );
+    assert!(
+        too_big.contains("  member-1: insufficient nvidia.com/gpu"),
+        "{too_big}"
+    );
+    assert!(too_big.contains("  member-2: unschedulable"), "{too_big}");
+    let jobs = f.jobs().list(&ListParams::default()).await.expect("list");
+    assert!(jobs.items.is_empty(), "a dry run creates nothing");
 }

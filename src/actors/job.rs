@@ -3,6 +3,14 @@
 //! policy and the shared backoff budget to what they report, runs the
 //! deadline timer, pause and resume, clean-up, and writes the job's status —
 //! coalesced, and only when it changed.
+//!
+//! Failover: when a cluster holding replicas of an unfinished job is lost,
+//! the job's replicas there are abandoned (that cluster's garbage sweep
+//! removes them when it returns), the others torn down, one restart is
+//! counted, the placement epoch goes up (recorded on the job first, so a
+//! restarted controller neither reuses the old placement nor counts again),
+//! and the whole job is placed anew. Reports of replicas of older epochs
+//! are ignored, so their pods never show in the status.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -16,8 +24,8 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::Shared;
-use super::members::{MemberSupervisor, Place, Placed, PlacementDecided, Release, Resolve};
-use super::replica::{Finish, ReplicaActor, ReplicaReport, Restart, Teardown, TornDown};
+use super::members::{MemberSupervisor, Place, Placed, PlacementDecided, Release, Resolve, Target};
+use super::replica::{Abandon, Finish, ReplicaActor, ReplicaReport, Restart, Teardown, TornDown};
 use crate::api::{
     CleanUpPolicy, ConditionStatus, DependentReference, DependentStatus, JobConditionType as Cond,
     JobPhase, ReplicaKey, ReplicaPhase, ReplicaType, RestartPolicy, RunModeKind,
@@ -29,14 +37,33 @@ use crate::status::{self, ReplicaView};
 use crate::validation;
 
 pub const FINALIZER: &str = "federation.tfjob.io/cleanup";
-/// The placement decided for the job (`{"worker-0": "member-1", …}`), kept on
-/// the job so that a restarted controller reuses it.
-pub const PLACEMENT_ANNOTATION: &str = "federation.tfjob.io/placement";
 
 /// A newer version of the job object.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct JobUpdated(pub Arc<TensorFlowTrainingJob>);
+
+/// The member clusters lost now (see `Shared::lost_clusters`).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct LostClusters(BTreeSet<String>);
+
+/// A replica's actor and the cluster it works on.
+struct Replica {
+    cluster: String,
+    actor: Addr<ReplicaActor>,
+}
+
+/// A failover under way: the old epoch's replicas on reachable clusters are
+/// being torn down, and the new epoch is being recorded on the job.
+struct Failover {
+    retiring: BTreeSet<ReplicaKey>,
+    epoch_recorded: bool,
+}
+
+/// Clusters of an earlier placement that were not lost: their PodGroups go
+/// unless the new placement uses them too.
+type RetiredTargets = BTreeMap<String, Target>;
 
 /// The job object is gone from the API.
 #[derive(Message)]
@@ -60,7 +87,11 @@ pub struct JobActor {
     /// for capacity too).
     deadline_armed: bool,
     job: Arc<TensorFlowTrainingJob>,
-    replicas: BTreeMap<ReplicaKey, Addr<ReplicaActor>>,
+    /// The placement epoch of the replicas this actor starts.
+    epoch: u64,
+    failover: Option<Failover>,
+    retired_targets: RetiredTargets,
+    replicas: BTreeMap<ReplicaKey, Replica>,
     views: BTreeMap<ReplicaKey, ReplicaView>,
     /// Pod uids whose exit was already acted upon.
     handled: BTreeSet<String>,
@@ -132,6 +163,9 @@ impl JobActor {
             clusters_prepared: false,
             deadline_armed: false,
             written: job.status.clone(),
+            epoch: crate::placement::Recorded::of(job.annotations()).epoch,
+            failover: None,
+            retired_targets: RetiredTargets::new(),
             job,
             replicas: BTreeMap::new(),
             views: BTreeMap::new(),
@@ -206,6 +240,11 @@ impl JobActor {
     /// the job is placed.
     fn start_replicas(&mut self, ctx: &mut Context<Self>, mode: PodMode) {
         self.arm_deadline(ctx);
+        if self.failover.is_some() {
+            // The failover starts them once the old epoch is cleared away.
+            self.start_mode = mode;
+            return;
+        }
         let Some(placed) = self.placement.clone() else {
             self.start_mode = mode;
             self.request_placement(ctx);
@@ -242,12 +281,12 @@ impl JobActor {
             let owner = if target.home { owner.clone() } else { None };
             let params = PodParams {
                 topology: &topology,
-                epoch: 0,
+                epoch: self.epoch,
                 mode,
                 owner: owner.clone(),
             };
             let built = builders::build_pod(&job, key, &params)
-                .and_then(|pod| Ok((pod, builders::build_service(&job, key, 0, owner)?)));
+                .and_then(|pod| Ok((pod, builders::build_service(&job, key, self.epoch, owner)?)));
             let (pod, service) = match built {
                 Ok(objects) => objects,
                 Err(e) => {
@@ -277,22 +316,25 @@ impl JobActor {
                     Some(target.handle.name.clone()),
                 ),
             );
-            self.replicas.insert(key, actor.start());
+            self.replicas.insert(
+                key,
+                Replica {
+                    cluster: target.handle.name.clone(),
+                    actor: actor.start(),
+                },
+            );
         }
         // The first status write then carries the initial conditions too.
         self.update_phase();
     }
 
-    /// The placement recorded on the job by an earlier decision.
+    /// The placement recorded on the job by an earlier decision of this epoch.
     fn recorded_placement(&self) -> Option<crate::placement::Assignment> {
-        let text = self.job.annotations().get(PLACEMENT_ANNOTATION)?;
-        let map: BTreeMap<String, String> = serde_json::from_str(text).ok()?;
-        let keys = self.job.spec.replica_keys();
-        let assignment: crate::placement::Assignment = keys
-            .iter()
-            .filter_map(|k| Some((*k, map.get(&k.to_string())?.clone())))
-            .collect();
-        (assignment.len() == keys.len()).then_some(assignment)
+        let recorded = crate::placement::Recorded::of(self.job.annotations());
+        if recorded.epoch != self.epoch {
+            return None;
+        }
+        recorded.assignment(&self.job.spec.replica_keys())
     }
 
     /// Reuses the recorded placement, or asks for a new one.
@@ -328,22 +370,160 @@ impl JobActor {
         ));
     }
 
-    /// The recorded clusters are not reachable now: wait for a placement as
-    /// a new job would.
+    /// A recorded cluster is lost or gone: the job fails over as if it had
+    /// been lost while running.
     fn recorded_placement_unusable(&mut self, ctx: &mut Context<Self>, why: &str) {
         tracing::warn!(job = %self.name(), why, "the recorded placement cannot be used");
-        self.ask_placement(ctx);
+        self.placing = false;
+        self.fail_over(ctx, why);
+    }
+
+    /// Replicas on lost clusters stop at once; their objects wait for the
+    /// cluster's garbage sweep.
+    fn abandon_replicas_on(&mut self, lost: &BTreeSet<String>) {
+        let abandoned: Vec<ReplicaKey> = self
+            .replicas
+            .iter()
+            .filter(|(_, r)| lost.contains(&r.cluster))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in abandoned {
+            if let Some(replica) = self.replicas.remove(&key) {
+                replica.actor.do_send(Abandon);
+            }
+            if let Some(failover) = &mut self.failover {
+                failover.retiring.remove(&key);
+            }
+        }
+    }
+
+    /// Reacts to the lost clusters changing.
+    fn on_lost_clusters(&mut self, ctx: &mut Context<Self>, lost: &BTreeSet<String>) {
+        if self.tearing_down {
+            self.abandon_replicas_on(lost);
+            self.begin_teardown(ctx);
+            return;
+        }
+        if self.terminal() || self.invalid {
+            return;
+        }
+        if self.failover.is_some() {
+            self.abandon_replicas_on(lost);
+            self.continue_failover(ctx);
+            return;
+        }
+        let Some(placed) = &self.placement else {
+            return;
+        };
+        let hit: Vec<&str> = placed
+            .targets
+            .keys()
+            .filter(|c| lost.contains(*c))
+            .map(String::as_str)
+            .collect();
+        if !hit.is_empty() {
+            let why = format!("member cluster {} was lost", hit.join(", "));
+            self.fail_over(ctx, &why);
+        }
+    }
+
+    /// Re-places the whole job under a new epoch (one restart), or fails it
+    /// when the restart budget is spent.
+    fn fail_over(&mut self, ctx: &mut Context<Self>, why: &str) {
+        let lost = self.shared.lost_clusters.borrow().clone();
+        self.abandon_replicas_on(&lost);
+        if self.failover.is_some() {
+            return;
+        }
+        let budget = Budget {
+            limit: self
+                .job
+                .spec
+                .run_policy
+                .as_ref()
+                .and_then(|p| p.backoff_limit),
+            used: self.status.backoff_count,
+        };
+        if let Verdict::FailJob { reason, message } = lifecycle::on_cluster_lost(why, budget) {
+            self.fail(ctx, reason, &message);
+            return;
+        }
+        self.status.backoff_count += 1;
+        self.epoch += 1;
+        for replica in self.replicas.values() {
+            replica.actor.do_send(Teardown);
+        }
+        self.failover = Some(Failover {
+            retiring: self.replicas.keys().copied().collect(),
+            epoch_recorded: false,
+        });
+        self.views.clear();
+        if let Some(placed) = self.placement.take() {
+            self.retired_targets = placed
+                .targets
+                .into_iter()
+                .filter(|(name, _)| !lost.contains(name))
+                .collect();
+        }
+        self.clusters_prepared = false;
+        self.released = false;
+        self.status.phase = Some(JobPhase::Pending);
+        let message = format!(
+            "{why}; re-placing the job (restart {} of the job)",
+            self.status.backoff_count
+        );
+        self.set_condition(
+            Cond::Running,
+            ConditionStatus::False,
+            lifecycle::REASON_CLUSTER_LOST,
+            &message,
+        );
+        self.event(EventType::Warning, lifecycle::REASON_CLUSTER_LOST, message);
+        self.record_epoch(ctx);
+        self.flush(ctx);
+    }
+
+    /// Writes the new epoch onto the job and removes the old placement.
+    fn record_epoch(&mut self, ctx: &mut Context<Self>) {
+        let body = crate::placement::Recorded::patch(self.epoch, None);
+        let api = self.api();
+        let name = self.name();
+        ctx.spawn(async move { api.patch(&name, &PatchParams::default(), &Patch::Merge(&body)).await }.into_actor(self).map(|result, act, ctx| match result {
+            Ok(_) => {
+                if let Some(failover) = &mut act.failover {
+                    failover.epoch_recorded = true;
+                }
+                act.continue_failover(ctx);
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                tracing::warn!(job = %act.name(), error = %e, "recording the placement epoch failed; retrying");
+                let retry = act.shared.config.retry_interval();
+                ctx.run_later(retry, |act, ctx| act.record_epoch(ctx));
+            }
+        }));
+    }
+
+    /// Places the job anew once the epoch is recorded and the old replicas
+    /// on reachable clusters are gone.
+    fn continue_failover(&mut self, ctx: &mut Context<Self>) {
+        let Some(failover) = &self.failover else {
+            return;
+        };
+        if !failover.epoch_recorded || !failover.retiring.is_empty() || self.tearing_down {
+            return;
+        }
+        self.failover = None;
+        if self.terminal() || self.phase() == Some(JobPhase::Paused) {
+            return;
+        }
+        let mode = self.mode();
+        self.start_replicas(ctx, mode);
     }
 
     /// Writes the placement onto the job, then starts the replicas where it says.
     fn record_placement(&mut self, ctx: &mut Context<Self>, placed: Placed) {
-        let recorded: BTreeMap<String, String> = placed
-            .assignment
-            .iter()
-            .map(|(k, c)| (k.to_string(), c.clone()))
-            .collect();
-        let text = serde_json::to_string(&recorded).unwrap_or_default();
-        let body = json!({"metadata": {"annotations": {PLACEMENT_ANNOTATION: text}}});
+        let body = crate::placement::Recorded::patch(self.epoch, Some(&placed.assignment));
         let api = self.api();
         let name = self.name();
         ctx.spawn(async move { api.patch(&name, &PatchParams::default(), &Patch::Merge(&body)).await }.into_actor(self).map(move |result, act, ctx| match result {
@@ -407,6 +587,13 @@ impl JobActor {
         keys: &[ReplicaKey],
         mode: PodMode,
     ) {
+        let retired = std::mem::take(&mut self.retired_targets);
+        self.delete_pod_groups(
+            retired
+                .iter()
+                .filter(|(name, _)| !placed.targets.contains_key(*name))
+                .map(|(_, target)| target),
+        );
         let owner = builders::owner_reference(&self.job).ok();
         let ns = self.namespace();
         let mut preparations = Vec::new();
@@ -434,10 +621,14 @@ impl JobActor {
                 if let Ok(Some(group)) = group {
                     let api: Api<DynamicObject> =
                         Api::namespaced_with(client, &ns, &builders::pod_group_resource());
-                    match api.create(&PostParams::default(), &group).await {
-                        Ok(_) => {}
-                        Err(kube::Error::Api(e)) if e.code == 409 => {}
-                        Err(e) => tracing::warn!(%cluster, error = %e, "creating PodGroup failed"),
+                    // Applied, not created: after a failover the cluster's share
+                    // of the job (minMember) may differ from an earlier epoch's.
+                    let params = PatchParams::apply("tfjob-federator").force();
+                    if let Err(e) = api
+                        .patch(&group.name_any(), &params, &Patch::Apply(&group))
+                        .await
+                    {
+                        tracing::warn!(%cluster, error = %e, "applying PodGroup failed");
                     }
                 }
             });
@@ -615,7 +806,7 @@ impl JobActor {
         };
         // Each replica decides by its own pod's state, which may be newer
         // than the job's view of it (e.g. right after a controller restart).
-        for actor in self.replicas.values() {
+        for Replica { actor, .. } in self.replicas.values() {
             actor.do_send(Finish { clean_up: policy });
         }
     }
@@ -635,7 +826,7 @@ impl JobActor {
             validation::INVALID_SPEC_REASON,
             error.to_string(),
         );
-        for actor in self.replicas.values() {
+        for Replica { actor, .. } in self.replicas.values() {
             actor.do_send(Finish {
                 clean_up: CleanUpPolicy::All,
             });
@@ -710,26 +901,28 @@ impl JobActor {
                 "Deleting",
                 "Deleting the job's pods and services.".into(),
             );
-            for actor in self.replicas.values() {
+            for Replica { actor, .. } in self.replicas.values() {
                 actor.do_send(Teardown);
             }
-            self.delete_member_pod_groups();
+            // PodGroups on members have no owner there: the finalizer removes
+            // them (home's go with the job through its owner reference).
+            if let Some(placed) = &self.placement {
+                self.delete_pod_groups(placed.targets.values().filter(|t| !t.home));
+            }
         }
+        let lost = self.shared.lost_clusters.borrow().clone();
+        self.abandon_replicas_on(&lost);
         if self.replicas.is_empty() {
             self.remove_finalizer(ctx);
         }
     }
 
-    /// PodGroups on members have no owner there: the finalizer removes them
-    /// (home's go with the job through its owner reference).
-    fn delete_member_pod_groups(&self) {
+    /// Deletes the job's PodGroup on each of `targets`.
+    fn delete_pod_groups<'a>(&self, targets: impl Iterator<Item = &'a Target>) {
         if self.job.spec.t9k_scheduler().is_none() {
             return;
         }
-        let Some(placed) = &self.placement else {
-            return;
-        };
-        for target in placed.targets.values().filter(|t| !t.home) {
+        for target in targets {
             let api: Api<DynamicObject> = Api::namespaced_with(
                 target.handle.client.clone(),
                 &self.namespace(),
@@ -748,7 +941,7 @@ impl JobActor {
     }
 
     fn pause(&mut self, ctx: &mut Context<Self>) {
-        for actor in self.replicas.values() {
+        for Replica { actor, .. } in self.replicas.values() {
             actor.do_send(Teardown);
         }
         self.tearing_down = false;
@@ -901,7 +1094,7 @@ impl JobActor {
             // without counting again.
             if self.adopted_exits.remove(&uid)
                 && lifecycle::restart_still_due(exit, &view.pod_name, policy, budget, debug)
-                && let Some(actor) = self.replicas.get(&view.key)
+                && let Some(Replica { actor, .. }) = self.replicas.get(&view.key)
             {
                 actor.do_send(Restart { uid: Some(uid) });
             }
@@ -1074,7 +1267,7 @@ impl JobActor {
 
     fn send_restarts(&self, restarts: Vec<(ReplicaKey, String)>) {
         for (key, uid) in restarts {
-            if let Some(actor) = self.replicas.get(&key) {
+            if let Some(Replica { actor, .. }) = self.replicas.get(&key) {
                 actor.do_send(Restart { uid: Some(uid) });
             }
         }
@@ -1133,8 +1326,24 @@ impl Actor for JobActor {
     fn started(&mut self, ctx: &mut Self::Context) {
         // A replica report per pod event: a roomy mailbox for busy jobs.
         ctx.set_mailbox_capacity(1024);
+        let lost = self.shared.lost_clusters.subscribe();
+        ctx.add_stream(futures::stream::unfold(lost, |mut lost| async move {
+            lost.changed().await.ok()?;
+            let now = lost.borrow_and_update().clone();
+            Some((LostClusters(now), lost))
+        }));
         self.reconcile(ctx, None);
     }
+}
+
+impl StreamHandler<LostClusters> for JobActor {
+    fn handle(&mut self, msg: LostClusters, ctx: &mut Self::Context) {
+        self.on_lost_clusters(ctx, &msg.0);
+    }
+
+    /// The stream ends only with the controller: nothing to do, and the
+    /// actor must not stop with it (the default).
+    fn finished(&mut self, _ctx: &mut Self::Context) {}
 }
 
 impl Handler<JobUpdated> for JobActor {
@@ -1161,7 +1370,7 @@ impl Handler<JobGone> for JobActor {
 
     fn handle(&mut self, _msg: JobGone, ctx: &mut Self::Context) {
         self.release_placement();
-        for actor in self.replicas.values() {
+        for Replica { actor, .. } in self.replicas.values() {
             actor.do_send(Teardown);
         }
         ctx.stop();
@@ -1172,7 +1381,11 @@ impl Handler<ReplicaReport> for JobActor {
     type Result = ();
 
     fn handle(&mut self, msg: ReplicaReport, ctx: &mut Self::Context) {
-        let view = msg.0;
+        if msg.epoch != self.epoch.to_string() {
+            // A replica of an earlier placement, being torn down.
+            return;
+        }
+        let view = msg.view;
         self.views.insert(view.key, view.clone());
         if view.is_finished() {
             self.on_exit(ctx, &view);
@@ -1223,6 +1436,13 @@ impl Handler<TornDown> for JobActor {
 
     fn handle(&mut self, msg: TornDown, ctx: &mut Self::Context) {
         self.replicas.remove(&msg.0);
+        if let Some(failover) = &mut self.failover
+            && failover.retiring.remove(&msg.0)
+            && !self.tearing_down
+        {
+            self.continue_failover(ctx);
+            return;
+        }
         if self.tearing_down {
             self.begin_teardown(ctx);
         } else {

@@ -11,12 +11,19 @@
 //!
 //! The probe is periodic per cluster (not per job): Ready turns False after
 //! a failed probe and True again after a good one, with the last heartbeat.
+//! A member without a good probe for `clusterLostTimeoutMs` is lost: it is
+//! published in `Shared::lost_clusters`, and the jobs with replicas there
+//! fail over. A member takes new replicas only after a garbage sweep (see
+//! `sweeper`), both when first connected and when it returns from being lost.
+//! A recorded placement is resolved only once the member list is in and its
+//! clusters are connected, so a restarted controller does not mistake a
+//! member still connecting for a missing one.
 //! Kubeconfig Secrets are watched by the managed-by label `join` sets; a
 //! Secret made by hand without it is read when its MemberCluster changes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use futures::StreamExt;
@@ -36,8 +43,6 @@ use crate::builders::DEFAULT_ADDRESS_TEMPLATE;
 use crate::capacity::{self, Capacity};
 use crate::placement::{self, Assignment, ClusterState, Demand, Ledger, Policy};
 
-/// How often each member is probed and its status refreshed.
-pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 /// A probe slower than this counts as failed.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -103,8 +108,22 @@ pub struct Member {
     _actor: Addr<ClusterActor>,
     pub capacity: CapacityWatch,
     pub ready: bool,
+    /// The last good probe (or the connection, before any).
+    last_ready: Instant,
+    /// No good probe for `clusterLostTimeoutMs`; cleared when it answers again.
+    lost: bool,
+    /// The garbage sweep ran since the member was connected or came back.
+    swept: bool,
+    sweeping: bool,
     /// The Secret's resourceVersion the client was built from.
     secret_version: Option<String>,
+}
+
+impl Member {
+    /// Whether new replicas may go there.
+    fn placeable(&self) -> bool {
+        self.ready && self.swept && !self.lost
+    }
 }
 
 #[derive(Message)]
@@ -114,6 +133,13 @@ struct MemberObserved(watcher::Event<MemberCluster>);
 #[derive(Message)]
 #[rtype(result = "()")]
 struct SecretChanged(Secret);
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Swept {
+    name: String,
+    result: Result<usize, String>,
+}
 
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -161,7 +187,9 @@ pub struct Place {
 #[rtype(result = "()")]
 pub struct PlacementDecided(pub Result<Placed, String>);
 
-/// Resolves the clusters of a placement recorded earlier (after a restart).
+/// Resolves the clusters of a placement recorded earlier (after a restart);
+/// answered once the member list is in and those clusters are connected.
+/// Err: a cluster is missing, unusable or lost.
 #[derive(Message)]
 #[rtype(result = "Result<BTreeMap<String, Target>, String>")]
 pub struct Resolve(pub Vec<String>);
@@ -189,7 +217,13 @@ pub struct MemberSupervisor {
     /// (−priority, creation, uid) orders the queue.
     waiting: BTreeMap<(std::cmp::Reverse<i32>, String, String), Waiting>,
     ledger: Ledger,
+    /// Members whose kubeconfig cannot be used, and why.
+    unusable: HashMap<String, String>,
+    /// Resolves waiting for the member list or a connection.
+    resolving: Vec<(Vec<String>, tokio::sync::oneshot::Sender<ResolveResult>)>,
 }
+
+type ResolveResult = Result<BTreeMap<String, Target>, String>;
 
 impl MemberSupervisor {
     pub fn new(shared: Arc<Shared>) -> MemberSupervisor {
@@ -201,6 +235,8 @@ impl MemberSupervisor {
             home_capacity: None,
             waiting: BTreeMap::new(),
             ledger: Ledger::default(),
+            unusable: HashMap::new(),
+            resolving: Vec::new(),
         }
     }
 
@@ -232,12 +268,17 @@ impl MemberSupervisor {
                     let actor = actor.start();
                     let capacity = CapacityWatch::start(&client);
                     tracing::info!(cluster = %name, "member cluster connected");
-                    act.members.insert(name.clone(), Member { handle, _actor: actor, capacity, ready: false, secret_version: version });
+                    let (lost, swept) = act.members.get(&name).map_or((false, false), |m| (m.lost, m.swept));
+                    act.unusable.remove(&name);
+                    act.members.insert(name.clone(), Member { handle, _actor: actor, capacity, ready: false, last_ready: Instant::now(), lost, swept, sweeping: false, secret_version: version });
+                    act.answer_resolves();
                     act.probe(ctx, name.clone());
                 }
                 Err(message) => {
                     tracing::warn!(cluster = %name, %message, "member cluster cannot be connected");
                     act.write_status(&name, false, &message, None);
+                    act.unusable.insert(name.clone(), message);
+                    act.answer_resolves();
                 }
             }),
         );
@@ -264,6 +305,81 @@ impl MemberSupervisor {
                 ready,
                 message,
             });
+        });
+    }
+
+    /// Deletes what no job accounts for on the member, then lets it take replicas.
+    fn sweep(&mut self, ctx: &mut Context<Self>, name: &str) {
+        let Some(member) = self.members.get_mut(name) else {
+            return;
+        };
+        if member.sweeping {
+            return;
+        }
+        member.sweeping = true;
+        let client = member.handle.client.clone();
+        let home = self.shared.home.client.clone();
+        let name = name.to_string();
+        let me = ctx.address();
+        tokio::spawn(async move {
+            let result = super::sweeper::sweep(&client, &name, &home)
+                .await
+                .map_err(|e| e.to_string());
+            me.do_send(Swept { name, result });
+        });
+    }
+
+    /// Answers every resolve whose clusters are all settled.
+    fn answer_resolves(&mut self) {
+        for (names, reply) in std::mem::take(&mut self.resolving) {
+            match self.resolution(&names) {
+                Some(answer) => {
+                    let _ = reply.send(answer);
+                }
+                None => self.resolving.push((names, reply)),
+            }
+        }
+    }
+
+    /// The targets of `names`, an error, or None while still unsettled.
+    fn resolution(&self, names: &[String]) -> Option<ResolveResult> {
+        let mut targets = BTreeMap::new();
+        for name in names {
+            if name != &self.shared.home.name {
+                if !self.listed {
+                    return None;
+                }
+                if !self.specs.contains_key(name) {
+                    return Some(Err(format!("there is no MemberCluster {name}")));
+                }
+                if let Some(why) = self.unusable.get(name) {
+                    return Some(Err(format!("member cluster {name} is unusable: {why}")));
+                }
+                match self.members.get(name) {
+                    None => return None,
+                    Some(member) if member.lost => {
+                        return Some(Err(format!("member cluster {name} was lost")));
+                    }
+                    Some(_) => {}
+                }
+            }
+            targets.insert(name.clone(), self.target(name)?);
+        }
+        Some(Ok(targets))
+    }
+
+    /// Publishes the lost members for the jobs.
+    fn publish_lost(&self) {
+        let lost: std::collections::BTreeSet<String> = self
+            .members
+            .iter()
+            .filter(|(_, m)| m.lost)
+            .map(|(n, _)| n.clone())
+            .collect();
+        self.shared.lost_clusters.send_if_modified(|current| {
+            let changed = *current != lost;
+            *current = lost;
+            changed
         });
     }
 
@@ -311,10 +427,10 @@ impl MemberSupervisor {
             states.push(ClusterState {
                 name: name.clone(),
                 labels: spec.labels().clone(),
-                ready: member.is_some_and(|m| m.ready),
+                ready: member.is_some_and(Member::placeable),
                 unschedulable: spec.spec.unschedulable,
                 nodes: member
-                    .filter(|m| m.ready)
+                    .filter(|m| m.placeable())
                     .map(|m| m.capacity.snapshot().nodes)
                     .unwrap_or_default(),
             });
@@ -476,7 +592,7 @@ impl Actor for MemberSupervisor {
             .default_backoff()
             .applied_objects();
         super::forward(changed, ctx.address().recipient(), SecretChanged, "Secret");
-        ctx.run_interval(PROBE_INTERVAL, |act, ctx| {
+        ctx.run_interval(self.shared.config.member_probe_interval(), |act, ctx| {
             let names: Vec<String> = act.members.keys().cloned().collect();
             for name in names {
                 act.probe(ctx, name);
@@ -502,15 +618,20 @@ impl Handler<MemberObserved> for MemberSupervisor {
                 if reconnect {
                     self.connect(ctx, member);
                 }
+                self.answer_resolves();
                 self.try_waiting();
             }
             watcher::Event::Delete(member) => {
                 let name = member.name_any();
                 self.specs.remove(&name);
                 self.members.remove(&name);
+                self.unusable.remove(&name);
+                self.publish_lost();
+                self.answer_resolves();
             }
             watcher::Event::InitDone => {
                 self.listed = true;
+                self.answer_resolves();
                 self.try_waiting();
             }
             watcher::Event::Init => {}
@@ -541,14 +662,66 @@ impl Handler<SecretChanged> for MemberSupervisor {
 impl Handler<Probed> for MemberSupervisor {
     type Result = ();
 
-    fn handle(&mut self, msg: Probed, _ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: Probed, ctx: &mut Self::Context) {
+        let timeout = self.shared.config.cluster_lost_timeout();
         let Some(member) = self.members.get_mut(&msg.name) else {
             return;
         };
         member.ready = msg.ready;
-        let capacity = msg.ready.then(|| member.capacity.snapshot());
-        self.write_status(&msg.name, msg.ready, &msg.message, capacity);
+        let mut message = msg.message;
+        if msg.ready {
+            member.last_ready = Instant::now();
+            if member.lost {
+                member.lost = false;
+                tracing::info!(cluster = %msg.name, "lost member cluster is back; sweeping it before it takes replicas");
+            }
+        } else if !member.lost && member.last_ready.elapsed() >= timeout {
+            member.lost = true;
+            member.swept = false;
+            tracing::warn!(cluster = %msg.name, timeout_ms = timeout.as_millis() as u64, "member cluster lost; its jobs are re-placed");
+        }
+        if member.lost {
+            message = format!("lost (no good probe for {}s): {message}", timeout.as_secs());
+        }
+        let sweep_due = member.ready && !member.swept;
+        if sweep_due {
+            message = format!("{message}; removing leftovers before it takes replicas");
+        }
+        // Ready means "takes replicas": only once swept.
+        let placeable = member.placeable();
+        let capacity = placeable.then(|| member.capacity.snapshot());
+        self.write_status(&msg.name, placeable, &message, capacity);
+        self.publish_lost();
+        self.answer_resolves();
+        if sweep_due {
+            self.sweep(ctx, &msg.name);
+        }
         self.try_waiting();
+    }
+}
+
+impl Handler<Swept> for MemberSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Swept, _ctx: &mut Self::Context) {
+        let Some(member) = self.members.get_mut(&msg.name) else {
+            return;
+        };
+        member.sweeping = false;
+        match msg.result {
+            Ok(deleted) => {
+                member.swept = true;
+                tracing::debug!(cluster = %msg.name, deleted, "member cluster swept");
+                let placeable = member.placeable();
+                let capacity = placeable.then(|| member.capacity.snapshot());
+                self.write_status(&msg.name, placeable, "the API server answers", capacity);
+                self.try_waiting();
+            }
+            // The next good probe tries again.
+            Err(error) => {
+                tracing::warn!(cluster = %msg.name, %error, "sweeping member cluster failed")
+            }
+        }
     }
 }
 
@@ -571,17 +744,17 @@ impl Handler<Place> for MemberSupervisor {
 }
 
 impl Handler<Resolve> for MemberSupervisor {
-    type Result = Result<BTreeMap<String, Target>, String>;
+    type Result = ResponseFuture<ResolveResult>;
 
     fn handle(&mut self, msg: Resolve, _ctx: &mut Self::Context) -> Self::Result {
-        msg.0
-            .into_iter()
-            .map(|name| {
-                self.target(&name)
-                    .map(|t| (name.clone(), t))
-                    .ok_or_else(|| format!("cluster {name} is not connected"))
-            })
-            .collect()
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.resolving.push((msg.0, reply));
+        self.answer_resolves();
+        Box::pin(async move {
+            answer
+                .await
+                .unwrap_or_else(|_| Err("the member supervisor stopped".to_string()))
+        })
     }
 }
 

@@ -8,7 +8,9 @@ pub mod job;
 pub mod manager;
 pub mod members;
 pub mod replica;
+pub mod sweeper;
 
+use std::collections::BTreeSet;
 use std::sync::atomic::AtomicU64;
 
 use actix::{Message, Recipient};
@@ -26,6 +28,9 @@ pub struct Shared {
     pub recorder: Recorder,
     /// Successful job status writes, for metrics and tests.
     pub status_writes: AtomicU64,
+    /// The member clusters lost now (no good probe for `clusterLostTimeoutMs`);
+    /// jobs with replicas there watch it to fail over.
+    pub lost_clusters: tokio::sync::watch::Sender<BTreeSet<String>>,
 }
 
 /// Forwards a watch stream to an actor, one message per item, until the

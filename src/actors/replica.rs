@@ -2,11 +2,17 @@
 //! replica's pod and service exist on its cluster, re-creates the pod when
 //! the job asks for a restart, deletes it when the job is done with it, and
 //! reports every change of its pod to the JobActor. It never writes the job.
+//!
+//! A replica belongs to one placement epoch (its pod's
+//! `placement-epoch` label). A pod of another epoch under the same name —
+//! left by an earlier placement — is not its pod: it is deleted, never
+//! reported, and the replica's own pod is created once it is gone.
 
 use std::sync::Arc;
 
 use actix::prelude::*;
 use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 
 use super::cluster::{ClusterHandle, PodChanged, PodKey};
@@ -14,10 +20,13 @@ use crate::api::{CleanUpPolicy, ReplicaKey};
 use crate::lifecycle;
 use crate::status::ReplicaView;
 
-/// A replica's current state, for its job.
+/// A replica's current state, for its job, from the replica of `epoch`.
 #[derive(Message, Clone, Debug)]
 #[rtype(result = "()")]
-pub struct ReplicaReport(pub ReplicaView);
+pub struct ReplicaReport {
+    pub view: ReplicaView,
+    pub epoch: String,
+}
 
 /// The replica's pod and service are gone (after `Teardown`).
 #[derive(Message, Clone, Debug)]
@@ -45,6 +54,12 @@ pub struct Finish {
 #[rtype(result = "()")]
 pub struct Teardown;
 
+/// Stop at once, leaving pod and service as they are: their cluster was
+/// lost, and its garbage sweep removes them when it returns.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Abandon;
+
 pub struct ReplicaActor {
     key: ReplicaKey,
     /// Export the service to the clusterset (the member's `exportServices`).
@@ -56,6 +71,8 @@ pub struct ReplicaActor {
     job: Recipient<ReplicaReport>,
     torn_down: Recipient<TornDown>,
     current: Option<Arc<Pod>>,
+    /// The uid of a pod of another epoch holding the name, being deleted.
+    obstacle: Option<String>,
     /// The uid of the last pod seen, reported once the pod is gone.
     last_uid: Option<String>,
     /// Whether the replica should have a pod (false once finished or paused).
@@ -98,6 +115,7 @@ impl ReplicaActor {
             job,
             torn_down,
             current: None,
+            obstacle: None,
             last_uid: None,
             wants_pod: true,
             finished: None,
@@ -114,6 +132,10 @@ impl ReplicaActor {
     pub fn exporting_services(mut self, export: bool) -> ReplicaActor {
         self.export_services = export;
         self
+    }
+
+    fn epoch(&self) -> String {
+        epoch_of(&self.desired_pod)
     }
 
     fn pods(&self) -> Api<Pod> {
@@ -139,7 +161,10 @@ impl ReplicaActor {
                 view
             }
         };
-        self.job.do_send(ReplicaReport(view));
+        self.job.do_send(ReplicaReport {
+            view,
+            epoch: self.epoch(),
+        });
     }
 
     fn ensure_service(&self, ctx: &mut Context<Self>) {
@@ -196,7 +221,12 @@ impl ReplicaActor {
 
     /// Creates the pod unless one exists, is being created, or is not wanted.
     fn ensure_pod(&mut self, ctx: &mut Context<Self>) {
-        if !self.wants_pod || self.creating || self.current.is_some() || self.tearing_down {
+        if !self.wants_pod
+            || self.creating
+            || self.current.is_some()
+            || self.obstacle.is_some()
+            || self.tearing_down
+        {
             return;
         }
         self.creating = true;
@@ -271,6 +301,26 @@ impl ReplicaActor {
         }));
     }
 
+    /// Takes a pod seen for the replica's name: its own, or (another
+    /// epoch's) one to delete before its own can be created.
+    fn observe(&mut self, ctx: &mut Context<Self>, pod: Option<Arc<Pod>>) {
+        match pod {
+            Some(pod) if epoch_of(&pod) != self.epoch() => {
+                self.set_current(None);
+                let uid = pod.metadata.uid.clone();
+                if pod.metadata.deletion_timestamp.is_none() && self.obstacle != uid {
+                    tracing::info!(replica = %self.pod_key.1, cluster = %self.cluster.name, epoch = %epoch_of(&pod), "deleting a pod of an earlier placement");
+                    self.delete_pod(ctx, uid.clone());
+                }
+                self.obstacle = uid;
+            }
+            pod => {
+                self.obstacle = None;
+                self.set_current(pod);
+            }
+        }
+    }
+
     fn set_current(&mut self, pod: Option<Arc<Pod>>) {
         if let Some(uid) = pod.as_ref().and_then(|p| p.metadata.uid.clone()) {
             self.last_uid = Some(uid);
@@ -319,7 +369,7 @@ impl Actor for ReplicaActor {
         let cached = self
             .cluster
             .register(self.pod_key.clone(), ctx.address().recipient());
-        self.set_current(cached);
+        self.observe(ctx, cached);
         self.ensure_service(ctx);
         self.ensure_pod(ctx);
         self.report();
@@ -342,7 +392,7 @@ impl Handler<PodChanged> for ReplicaActor {
             (None, None) => true,
             _ => false,
         };
-        self.set_current(msg.0);
+        self.observe(ctx, msg.0);
         if !same {
             self.report();
         }
@@ -390,6 +440,14 @@ impl Handler<Finish> for ReplicaActor {
     }
 }
 
+impl Handler<Abandon> for ReplicaActor {
+    type Result = ();
+
+    fn handle(&mut self, _msg: Abandon, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}
+
 impl Handler<Teardown> for ReplicaActor {
     type Result = ();
 
@@ -404,4 +462,12 @@ impl Handler<Teardown> for ReplicaActor {
         }
         self.finish_teardown_if_gone(ctx);
     }
+}
+
+/// The placement epoch a pod was created under (its label).
+fn epoch_of(pod: &Pod) -> String {
+    pod.labels()
+        .get(crate::builders::PLACEMENT_EPOCH_LABEL)
+        .cloned()
+        .unwrap_or_default()
 }

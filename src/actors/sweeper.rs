@@ -1,0 +1,89 @@
+//! The garbage sweep of one member cluster (decisions in `crate::sweep`):
+//! lists what this controller made there, then the jobs on home, and
+//! deletes what no job accounts for. Run when a member is connected and
+//! when it returns after being lost, before it takes new replicas.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PartialObjectMeta};
+use kube::{Client, ResourceExt};
+
+use crate::api::TensorFlowTrainingJob;
+use crate::builders::{self, MANAGED_SELECTOR};
+use crate::sweep::{self, JobRecord};
+
+/// An object found on the member: where to delete it, and its labels.
+struct Found {
+    api: Api<DynamicObject>,
+    name: String,
+    kind: &'static str,
+    labels: std::collections::BTreeMap<String, String>,
+}
+
+/// Lists the managed objects of one kind on the member; a kind whose CRD
+/// is not installed there has none.
+async fn list_kind(
+    client: &Client,
+    resource: ApiResource,
+    kind: &'static str,
+) -> kube::Result<Vec<Found>> {
+    let all: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let listed = match all
+        .list_metadata(&ListParams::default().labels(MANAGED_SELECTOR))
+        .await
+    {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    Ok(listed
+        .into_iter()
+        .map(|object: PartialObjectMeta<DynamicObject>| Found {
+            api: Api::namespaced_with(
+                client.clone(),
+                &object.namespace().unwrap_or_default(),
+                &resource,
+            ),
+            name: object.name_any(),
+            kind,
+            labels: object.labels().clone(),
+        })
+        .collect())
+}
+
+/// Deletes the member's managed objects that no job on home accounts for;
+/// returns how many it deleted.
+pub async fn sweep(member: &Client, cluster: &str, home: &Client) -> kube::Result<usize> {
+    let mut found = list_kind(member, ApiResource::erase::<Pod>(&()), "pod").await?;
+    found.extend(list_kind(member, ApiResource::erase::<Service>(&()), "service").await?);
+    found.extend(list_kind(member, builders::pod_group_resource(), "PodGroup").await?);
+    // Listed after the objects: an object made meanwhile finds its job.
+    let jobs: Api<TensorFlowTrainingJob> = Api::all(home.clone());
+    let jobs: HashMap<String, JobRecord> = jobs
+        .list_metadata(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|job| Some((job.uid()?, JobRecord::of(job.annotations()))))
+        .collect();
+    let mut deleted = 0;
+    for object in found {
+        if !sweep::is_garbage(&object.labels, cluster, &jobs) {
+            continue;
+        }
+        match object
+            .api
+            .delete(&object.name, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => {
+                deleted += 1;
+                tracing::info!(%cluster, kind = object.kind, name = %object.name, "deleted an object no job accounts for");
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(deleted)
+}

@@ -1,0 +1,128 @@
+//! The garbage sweep of a member cluster: which of the objects this
+//! controller made there no job on home accounts for any more. Pure.
+//!
+//! An object is garbage when its job (by uid) is gone from home — it was
+//! deleted while the member was unreachable — or, for replica objects, when
+//! it belongs to an older placement epoch than the job's — the job was
+//! re-placed after losing the member. Job-level objects (PodGroups) carry no
+//! epoch; they are garbage on a cluster the job's current placement no
+//! longer uses. Objects without a job uid are not ours to judge.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::builders::{JOB_UID_LABEL, PLACEMENT_EPOCH_LABEL};
+use crate::placement::Recorded;
+
+/// What the sweep needs to know of a job on home.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct JobRecord {
+    pub epoch: u64,
+    /// The clusters of its current placement; None while undecided.
+    pub clusters: Option<BTreeSet<String>>,
+}
+
+impl JobRecord {
+    pub fn of(annotations: &BTreeMap<String, String>) -> JobRecord {
+        let recorded = Recorded::of(annotations);
+        JobRecord {
+            epoch: recorded.epoch,
+            clusters: recorded.clusters(),
+        }
+    }
+}
+
+/// Whether an object with these labels on `cluster` is garbage, given the
+/// jobs on home by uid. The jobs must be listed after the objects: an object
+/// created meanwhile then always finds its job.
+pub fn is_garbage(
+    labels: &BTreeMap<String, String>,
+    cluster: &str,
+    jobs: &HashMap<String, JobRecord>,
+) -> bool {
+    let Some(uid) = labels.get(JOB_UID_LABEL) else {
+        return false;
+    };
+    let Some(job) = jobs.get(uid) else {
+        return true;
+    };
+    match labels.get(PLACEMENT_EPOCH_LABEL) {
+        Some(epoch) => epoch.parse::<u64>().is_ok_and(|e| e < job.epoch),
+        None => job.clusters.as_ref().is_some_and(|c| !c.contains(cluster)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn jobs() -> HashMap<String, JobRecord> {
+        let mut jobs = HashMap::new();
+        jobs.insert(
+            "uid-a".to_string(),
+            JobRecord {
+                epoch: 2,
+                clusters: Some(["member-2".to_string()].into_iter().collect()),
+            },
+        );
+        jobs.insert("uid-b".to_string(), JobRecord::default());
+        jobs
+    }
+
+    #[test]
+    fn objects_of_deleted_jobs_are_garbage() {
+        let orphan = labels(&[(JOB_UID_LABEL, "uid-gone"), (PLACEMENT_EPOCH_LABEL, "0")]);
+        assert!(is_garbage(&orphan, "member-1", &jobs()));
+        let group = labels(&[(JOB_UID_LABEL, "uid-gone")]);
+        assert!(is_garbage(&group, "member-1", &jobs()));
+    }
+
+    #[test]
+    fn replica_objects_of_older_epochs_are_garbage() {
+        let old = labels(&[(JOB_UID_LABEL, "uid-a"), (PLACEMENT_EPOCH_LABEL, "1")]);
+        let current = labels(&[(JOB_UID_LABEL, "uid-a"), (PLACEMENT_EPOCH_LABEL, "2")]);
+        assert!(is_garbage(&old, "member-1", &jobs()));
+        assert!(!is_garbage(&current, "member-1", &jobs()));
+        let unreadable = labels(&[(JOB_UID_LABEL, "uid-a"), (PLACEMENT_EPOCH_LABEL, "x")]);
+        assert!(
+            !is_garbage(&unreadable, "member-1", &jobs()),
+            "when in doubt, keep"
+        );
+    }
+
+    #[test]
+    fn job_level_objects_follow_the_current_placement() {
+        let group = labels(&[(JOB_UID_LABEL, "uid-a")]);
+        assert!(is_garbage(&group, "member-1", &jobs()));
+        assert!(!is_garbage(&group, "member-2", &jobs()));
+        let undecided = labels(&[(JOB_UID_LABEL, "uid-b")]);
+        assert!(!is_garbage(&undecided, "member-1", &jobs()));
+    }
+
+    #[test]
+    fn objects_without_a_job_uid_are_left_alone() {
+        assert!(!is_garbage(&labels(&[]), "member-1", &jobs()));
+    }
+
+    #[test]
+    fn a_job_record_reads_the_annotations() {
+        let record = JobRecord::of(&labels(&[
+            (crate::placement::EPOCH_ANNOTATION, "5"),
+            (
+                crate::placement::PLACEMENT_ANNOTATION,
+                r#"{"worker-0":"member-2"}"#,
+            ),
+        ]));
+        assert_eq!(record.epoch, 5);
+        assert_eq!(
+            record.clusters,
+            Some(["member-2".to_string()].into_iter().collect())
+        );
+    }
+}
