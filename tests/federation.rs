@@ -348,7 +348,8 @@ async fn set_faults(client: &kube::Client, faults: serde_json::Value) {
 /// placing on members only, and clients for every cluster.
 struct Federation {
     _sim: SimProcess,
-    _controller: ControllerProcess,
+    controller: ControllerProcess,
+    settings: String,
     clients: std::collections::BTreeMap<String, kube::Client>,
 }
 
@@ -389,9 +390,16 @@ impl Federation {
         }
         Federation {
             _sim: sim,
-            _controller: controller,
+            controller,
+            settings: settings.to_string(),
             clients,
         }
+    }
+
+    /// Kills the controller and starts a new one with the same settings.
+    fn restart_controller(&mut self) {
+        let home = self._sim.dir.join("home.kubeconfig");
+        self.controller = start_controller_with(&home, &self.settings);
     }
 
     fn jobs(&self) -> Api<TensorFlowTrainingJob> {
@@ -1348,4 +1356,35 @@ async fn plan_prints_where_replicas_would_go_and_why_others_are_passed_over() {
     assert!(too_big.contains("  member-2: unschedulable"), "{too_big}");
     let jobs = f.jobs().list(&ListParams::default()).await.expect("list");
     assert!(jobs.items.is_empty(), "a dry run creates nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_controller_keeps_a_split_job_where_it_was_placed() {
+    let mut f = Federation::start().await;
+    f.submit(gpu_job("stays", &[("worker", 3, 2)], json!({}), "5"))
+        .await;
+    f.wait_phase("stays", "Running", Duration::from_secs(20))
+        .await;
+    let before = f.pods_by_cluster("stays").await;
+    assert_eq!(before.len(), 2, "6 GPUs span both members: {before:?}");
+    f.restart_controller();
+    let done = f
+        .wait_phase("stays", "Succeeded", Duration::from_secs(30))
+        .await;
+    assert_eq!(
+        f.pods_by_cluster("stays").await,
+        before,
+        "the same pods on the same clusters, none added"
+    );
+    let status = sample(&done).expect("status");
+    assert_eq!(
+        status.backoff_count, 0,
+        "a restart of the controller is no failover"
+    );
+    assert_eq!(status.replicas_counted, 3);
+    assert!(
+        controller_problems(&f._sim.dir).is_empty(),
+        "{:?}",
+        controller_problems(&f._sim.dir)
+    );
 }
