@@ -219,6 +219,9 @@ pub struct MemberSupervisor {
     ledger: Ledger,
     /// Members whose kubeconfig cannot be used, and why.
     unusable: HashMap<String, String>,
+    /// MemberClusters deleted while the controller runs: lost for the jobs
+    /// placed there (their objects stay: the credentials went with them).
+    deregistered: std::collections::BTreeSet<String>,
     /// Resolves waiting for the member list or a connection.
     resolving: Vec<(Vec<String>, tokio::sync::oneshot::Sender<ResolveResult>)>,
 }
@@ -236,6 +239,7 @@ impl MemberSupervisor {
             waiting: BTreeMap::new(),
             ledger: Ledger::default(),
             unusable: HashMap::new(),
+            deregistered: Default::default(),
             resolving: Vec::new(),
         }
     }
@@ -375,6 +379,7 @@ impl MemberSupervisor {
             .iter()
             .filter(|(_, m)| m.lost)
             .map(|(n, _)| n.clone())
+            .chain(self.deregistered.iter().cloned())
             .collect();
         self.shared.lost_clusters.send_if_modified(|current| {
             let changed = *current != lost;
@@ -614,6 +619,9 @@ impl Handler<MemberObserved> for MemberSupervisor {
                 let reconnect = self.specs.get(&name).is_none_or(|m| {
                     m.spec.kubeconfig_secret_ref != member.spec.kubeconfig_secret_ref
                 });
+                if self.deregistered.remove(&name) {
+                    self.publish_lost();
+                }
                 self.specs.insert(name, member.clone());
                 if reconnect {
                     self.connect(ctx, member);
@@ -626,6 +634,8 @@ impl Handler<MemberObserved> for MemberSupervisor {
                 self.specs.remove(&name);
                 self.members.remove(&name);
                 self.unusable.remove(&name);
+                tracing::warn!(cluster = %name, "MemberCluster deleted; its jobs are re-placed");
+                self.deregistered.insert(name);
                 self.publish_lost();
                 self.answer_resolves();
             }
