@@ -294,6 +294,18 @@ async fn metrics_lint_clean_feed_every_dashboard_panel_and_prometheus() {
         (completions == 3.0 && home_capacity == 3.0).then_some(())
     })
     .await;
+    // The cluster variable's label_values() as Grafana asks for it.
+    let path = observe::with_query(
+        "/api/v1/label/cluster/values",
+        &[("match[]", "tfjob_federator_cluster_ready")],
+    );
+    let (status, body) = observe::http(&prometheus.addr, "GET", &path, None).await;
+    let values: Value = serde_json::from_str(&body).expect("label values are JSON");
+    assert_eq!(
+        (status, &values["data"]),
+        (200, &json!(["home", "member-1", "member-2"])),
+        "{body}"
+    );
     let mut empty = Vec::new();
     for query in &queries {
         let expr = as_grafana_sends(&query.expr);

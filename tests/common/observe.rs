@@ -24,12 +24,16 @@ pub struct Process(Child);
 
 impl Drop for Process {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        self.kill();
     }
 }
 
 impl Process {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+
     /// Panics with `what` when the process has exited.
     fn check_alive(&mut self, what: &str, log: &Path) {
         if let Ok(Some(status)) = self.0.try_wait() {
@@ -201,6 +205,9 @@ impl System {
 
 impl Drop for System {
     fn drop(&mut self) {
+        // The controller first, so it does not log the clusters vanishing.
+        self.controller.kill();
+        self.sim.kill();
         if std::thread::panicking() {
             let log = self.log();
             let lines: Vec<&str> = log.lines().collect();
@@ -288,6 +295,7 @@ pub struct Prometheus {
 
 impl Drop for Prometheus {
     fn drop(&mut self) {
+        self.process.kill();
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
