@@ -2,9 +2,10 @@
 //! `/healthz` (the process is alive and serving), `/readyz` (the home
 //! informers have synced; 503 with what is awaited otherwise).
 //!
-//! It is actix-web on its own single worker thread; the returned future
-//! only accepts connections, so it is spawned on whatever tokio runtime
-//! the caller runs (the controller's actix System, or a plain runtime).
+//! actix-web runs its accept loop and its one worker on threads of their
+//! own, so a busy controller does not delay a scrape; the future that
+//! coordinates them is spawned on whatever tokio runtime the caller runs
+//! (the controller's actix System, or a plain multi-thread runtime).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
