@@ -4,7 +4,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 use actix::prelude::*;
 use kube::Client;
@@ -16,6 +15,7 @@ use crate::actors::cluster::ClusterActor;
 use crate::actors::manager::JobManager;
 use crate::actors::members::MemberSupervisor;
 use crate::config::ControllerConfig;
+use crate::telemetry::{self, Metrics, Readiness, Synced};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -28,6 +28,8 @@ pub enum StartError {
     Infer(#[from] kube::config::InferConfigError),
     #[error("building the client: {0}")]
     Client(#[from] kube::Error),
+    #[error("setting up the metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
 }
 
 /// A client for the cluster a kubeconfig (or the environment) points at.
@@ -35,7 +37,16 @@ pub async fn client(
     kubeconfig: Option<&Path>,
     context: Option<String>,
 ) -> Result<Client, StartError> {
-    let config = match kubeconfig {
+    Ok(Client::try_from(kube_config(kubeconfig, context).await?)?)
+}
+
+/// The client configuration for the cluster a kubeconfig (or the
+/// environment) points at.
+pub async fn kube_config(
+    kubeconfig: Option<&Path>,
+    context: Option<String>,
+) -> Result<kube::Config, StartError> {
+    Ok(match kubeconfig {
         Some(path) => {
             let wrap = |source| StartError::Kubeconfig {
                 path: path.display().to_string(),
@@ -53,8 +64,7 @@ pub async fn client(
             .map_err(wrap)?
         }
         None => kube::Config::infer().await?,
-    };
-    Ok(Client::try_from(config)?)
+    })
 }
 
 /// A running controller. Keep it as long as the controller should run:
@@ -66,28 +76,52 @@ pub struct Controller {
     pub members: Addr<MemberSupervisor>,
 }
 
-/// Starts the controller's actors on the current actix System.
-pub fn start(home: Client, config: ControllerConfig) -> Controller {
+impl Controller {
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.shared.metrics.clone()
+    }
+
+    pub fn readiness(&self) -> Readiness {
+        self.shared.readiness.clone()
+    }
+}
+
+/// Starts the controller's actors on the current actix System, with a
+/// client for the home cluster (`home`) whose requests are counted.
+pub fn start(home: kube::Config, config: ControllerConfig) -> Result<Controller, StartError> {
+    let metrics = Arc::new(Metrics::new()?);
+    let home = telemetry::instrumented_client(home, &config.home_cluster_name, metrics.clone())?;
     let reporter = Reporter {
         controller: config.event_reporter.clone(),
         instance: std::env::var("HOSTNAME").ok(),
     };
     let recorder = Recorder::new(home.clone(), reporter);
-    let (cluster, handle) = ClusterActor::new(config.home_cluster_name.clone(), home);
+    let (cluster, handle) =
+        ClusterActor::new(config.home_cluster_name.clone(), home, metrics.clone());
     let home_actor = cluster.start();
+    let readiness = Readiness::default();
+    let (synced, pods) = (readiness.clone(), handle.clone());
+    tokio::spawn(async move {
+        pods.wait_synced().await;
+        // (wait_synced also returns when the informer is gone.)
+        if pods.is_synced() {
+            synced.mark(Synced::HomePods);
+        }
+    });
     let shared = Arc::new(Shared {
         config,
         home: handle,
         recorder,
-        status_writes: AtomicU64::new(0),
+        metrics,
+        readiness,
         lost_clusters: tokio::sync::watch::Sender::new(Default::default()),
     });
     let members = MemberSupervisor::new(shared.clone()).start();
     let manager = JobManager::new(shared.clone(), members.clone()).start();
-    Controller {
+    Ok(Controller {
         shared,
         manager,
         home: home_actor,
         members,
-    }
+    })
 }

@@ -84,6 +84,10 @@ enum Command {
         /// Controller settings (YAML); see config/default.yaml.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Where to serve /metrics (Prometheus), /healthz and /readyz; port 0
+        /// picks a free port (logged).
+        #[arg(long, default_value = "0.0.0.0:8080")]
+        metrics_addr: std::net::SocketAddr,
     },
     /// Dry run: where each replica of a job would go, and why other clusters are passed over.
     Plan {
@@ -121,6 +125,7 @@ fn main() -> anyhow::Result<()> {
             kubeconfig,
             context,
             config,
+            metrics_addr,
         } => {
             let config = ControllerConfig::load(config.as_deref())?;
             // Actors need an actix System; kube futures run on its multi-thread tokio runtime.
@@ -131,11 +136,14 @@ fn main() -> anyhow::Result<()> {
                     .expect("a tokio runtime can be built")
             });
             system.block_on(async move {
-                let home = controller::client(kubeconfig.as_deref(), context).await?;
-                let _running = controller::start(home, config);
-                tracing::info!("controller started");
+                let home = controller::kube_config(kubeconfig.as_deref(), context).await?;
+                let running = controller::start(home, config)?;
+                let server = telemetry::serve(metrics_addr, running.metrics(), running.readiness())
+                    .with_context(|| format!("serving metrics on {metrics_addr}"))?;
+                tracing::info!(addr = %server.addr(), "controller started; serving metrics");
                 wait_for_signal().await?;
                 tracing::info!("shutting down");
+                server.stop().await;
                 Ok(())
             })
         }

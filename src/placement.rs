@@ -130,6 +130,8 @@ pub type Assignment = BTreeMap<ReplicaKey, String>;
 #[error("{}", self.describe())]
 pub struct Unplaceable {
     pub reasons: BTreeMap<String, String>,
+    /// How many clusters were eligible (their capacity fell short).
+    pub eligible: usize,
 }
 
 impl Unplaceable {
@@ -327,7 +329,10 @@ pub fn place(
             &mut reasons,
         ),
     };
-    placed.ok_or(Unplaceable { reasons })
+    placed.ok_or(Unplaceable {
+        reasons,
+        eligible: candidates.len(),
+    })
 }
 
 /// Why each cluster the assignment does not use was passed over.

@@ -220,6 +220,7 @@ fn start_controller_with(home_kubeconfig: &std::path::Path, settings: &str) -> C
     let child = Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
         .args(["--log-format", "json", "run", "--kubeconfig"])
         .arg(home_kubeconfig)
+        .args(["--metrics-addr", "127.0.0.1:0"])
         .arg("--config")
         .arg(&config)
         .stdout(Stdio::null())

@@ -14,6 +14,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 
 use crate::builders::MANAGED_SELECTOR;
+use crate::telemetry::{ActorKind, Metrics, metrics::Alive};
 
 /// `(namespace, name)` of a pod.
 pub type PodKey = (String, String);
@@ -29,6 +30,7 @@ pub struct PodChanged(pub Option<Arc<Pod>>);
 pub struct ClusterHandle {
     pub name: String,
     pub client: Client,
+    pub metrics: Arc<Metrics>,
     pods: Arc<DashMap<PodKey, Arc<Pod>>>,
     routes: Arc<DashMap<PodKey, Recipient<PodChanged>>>,
     synced: watch::Receiver<bool>,
@@ -72,11 +74,16 @@ pub struct ClusterActor {
     handle: ClusterHandle,
     synced: Option<watch::Sender<bool>>,
     informer: Option<tokio::task::JoinHandle<()>>,
+    _alive: Alive,
 }
 
 impl ClusterActor {
-    pub fn new(name: String, client: Client) -> (ClusterActor, ClusterHandle) {
-        ClusterActor::replacing(name, client, None)
+    pub fn new(
+        name: String,
+        client: Client,
+        metrics: Arc<Metrics>,
+    ) -> (ClusterActor, ClusterHandle) {
+        ClusterActor::replacing(name, client, metrics, None)
     }
 
     /// A new connection to a cluster that keeps the routes (and cache) of
@@ -85,12 +92,14 @@ impl ClusterActor {
     pub fn replacing(
         name: String,
         client: Client,
+        metrics: Arc<Metrics>,
         previous: Option<&ClusterHandle>,
     ) -> (ClusterActor, ClusterHandle) {
         let (tx, rx) = watch::channel(false);
         let handle = ClusterHandle {
             name,
             client,
+            metrics,
             pods: previous.map(|p| p.pods.clone()).unwrap_or_default(),
             routes: previous.map(|p| p.routes.clone()).unwrap_or_default(),
             synced: rx,
@@ -100,6 +109,7 @@ impl ClusterActor {
                 handle: handle.clone(),
                 synced: Some(tx),
                 informer: None,
+                _alive: handle.metrics.alive(ActorKind::Cluster),
             },
             handle,
         )
@@ -132,7 +142,12 @@ fn pod_key(pod: &Pod) -> PodKey {
 
 fn route(handle: &ClusterHandle, key: &PodKey, pod: Option<Arc<Pod>>) {
     if let Some(recipient) = handle.routes.get(key) {
-        recipient.do_send(PodChanged(pod));
+        super::tell(
+            recipient.value(),
+            PodChanged(pod),
+            &handle.metrics,
+            ActorKind::Replica,
+        );
     }
 }
 

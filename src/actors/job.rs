@@ -34,6 +34,8 @@ use crate::api::{
 use crate::builders::{self, PodMode, PodParams, Topology};
 use crate::lifecycle::{self, Budget, Exit, Verdict};
 use crate::status::{self, ReplicaView};
+use crate::telemetry::ActorKind;
+use crate::telemetry::metrics::JobCensus;
 use crate::validation;
 
 pub const FINALIZER: &str = "federation.tfjob.io/cleanup";
@@ -121,6 +123,8 @@ pub struct JobActor {
     /// Validation failed: the job is Failed and owns nothing.
     invalid: bool,
     tearing_down: bool,
+    /// This actor and its job's stored phase, in the metrics.
+    census: JobCensus,
 }
 
 /// Applies JSON-patch operations (with their `test` guards) to the job.
@@ -154,6 +158,7 @@ impl JobActor {
             .filter_map(|t| Some((ReplicaType::parse(&t.replica_type)?, t.restart_count)))
             .collect();
         JobActor {
+            census: shared.metrics.job_census(status.phase),
             shared,
             placer,
             placement: None,
@@ -218,9 +223,11 @@ impl JobActor {
             action: reason.to_string(),
             secondary: None,
         };
+        let job = self.name();
+        tracing::info!(%job, reason, "{}", event.note.as_deref().unwrap_or_default());
         tokio::spawn(async move {
             if let Err(e) = recorder.publish(&event, &reference).await {
-                tracing::debug!(error = %e, "publishing event failed");
+                tracing::debug!(%job, error = %e, "publishing event failed");
             }
         });
     }
@@ -598,6 +605,7 @@ impl JobActor {
         let ns = self.namespace();
         let mut preparations = Vec::new();
         for (cluster, target) in &placed.targets {
+            let job = self.name();
             let client = target.handle.client.clone();
             let group = builders::build_pod_group(
                 &self.job,
@@ -615,7 +623,7 @@ impl JobActor {
                     let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
                     let params = PatchParams::apply("tfjob-federator");
                     if let Err(e) = api.patch(&ns, &params, &Patch::Apply(&namespace)).await {
-                        tracing::warn!(%cluster, error = %e, "creating namespace failed");
+                        tracing::warn!(%job, %cluster, error = %e, "creating namespace failed");
                     }
                 }
                 if let Ok(Some(group)) = group {
@@ -628,7 +636,7 @@ impl JobActor {
                         .patch(&group.name_any(), &params, &Patch::Apply(&group))
                         .await
                     {
-                        tracing::warn!(%cluster, error = %e, "applying PodGroup failed");
+                        tracing::warn!(%job, %cluster, error = %e, "applying PodGroup failed");
                     }
                 }
             });
@@ -934,7 +942,9 @@ impl JobActor {
                 match api.delete(&name, &Default::default()).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(e)) if e.code == 404 => {}
-                    Err(e) => tracing::warn!(%cluster, error = %e, "deleting PodGroup failed"),
+                    Err(e) => {
+                        tracing::warn!(job = %name, %cluster, error = %e, "deleting PodGroup failed")
+                    }
                 }
             });
         }
@@ -1106,6 +1116,7 @@ impl JobActor {
         }
         match lifecycle::decide(exit, &view.pod_name, policy, budget, debug) {
             Verdict::Restart => {
+                self.shared.metrics.replica_restarted(view);
                 self.status.backoff_count += 1;
                 *self
                     .restart_counts
@@ -1155,6 +1166,9 @@ impl JobActor {
             .values()
             .all(|v| v.phase != ReplicaPhase::Creating);
         if all_created {
+            self.shared
+                .metrics
+                .job_pods_created(&self.job, &self.status);
             self.set_condition(
                 Cond::Initialized,
                 ConditionStatus::True,
@@ -1182,6 +1196,7 @@ impl JobActor {
                 Some(JobPhase::Pending | JobPhase::Resuming) | None
             )
         {
+            self.shared.metrics.job_running(&self.job, self.phase());
             self.status.phase = Some(JobPhase::Running);
             self.set_condition(
                 Cond::Running,
@@ -1300,7 +1315,7 @@ impl JobActor {
                 act.writing = false;
                 match result {
                     Ok(_) => {
-                        act.shared.status_writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        act.census.written(act.written.as_ref(), &desired);
                         act.written = Some(desired);
                         act.send_restarts(restarts);
                         if std::mem::take(&mut act.flush_after_write) || !act.pending_restarts.is_empty() {
@@ -1350,6 +1365,7 @@ impl Handler<JobUpdated> for JobActor {
     type Result = ();
 
     fn handle(&mut self, msg: JobUpdated, ctx: &mut Self::Context) {
+        let _timer = self.shared.metrics.handling(ActorKind::Job);
         let previous = std::mem::replace(&mut self.job, msg.0);
         if previous.metadata.generation == self.job.metadata.generation
             && self.job.meta().deletion_timestamp.is_none()
@@ -1369,6 +1385,7 @@ impl Handler<JobGone> for JobActor {
     type Result = ();
 
     fn handle(&mut self, _msg: JobGone, ctx: &mut Self::Context) {
+        let _timer = self.shared.metrics.handling(ActorKind::Job);
         self.release_placement();
         for Replica { actor, .. } in self.replicas.values() {
             actor.do_send(Teardown);
@@ -1381,6 +1398,7 @@ impl Handler<ReplicaReport> for JobActor {
     type Result = ();
 
     fn handle(&mut self, msg: ReplicaReport, ctx: &mut Self::Context) {
+        let _timer = self.shared.metrics.handling(ActorKind::Job);
         if msg.epoch != self.epoch.to_string() {
             // A replica of an earlier placement, being torn down.
             return;
@@ -1408,6 +1426,7 @@ impl Handler<PlacementDecided> for JobActor {
     type Result = ();
 
     fn handle(&mut self, msg: PlacementDecided, ctx: &mut Self::Context) {
+        let _timer = self.shared.metrics.handling(ActorKind::Job);
         match msg.0 {
             Ok(placed) => {
                 if self.terminal() || self.tearing_down || self.invalid {
@@ -1435,6 +1454,7 @@ impl Handler<TornDown> for JobActor {
     type Result = ();
 
     fn handle(&mut self, msg: TornDown, ctx: &mut Self::Context) {
+        let _timer = self.shared.metrics.handling(ActorKind::Job);
         self.replicas.remove(&msg.0);
         if let Some(failover) = &mut self.failover
             && failover.retiring.remove(&msg.0)

@@ -17,6 +17,8 @@ use super::Shared;
 use super::job::{JobActor, JobGone, JobUpdated};
 use super::members::MemberSupervisor;
 use crate::api::TensorFlowTrainingJob;
+use crate::telemetry::metrics::Alive;
+use crate::telemetry::{ActorKind, Synced};
 use crate::validation::INVALID_SPEC_REASON;
 
 #[derive(Message)]
@@ -28,11 +30,13 @@ pub struct JobManager {
     placer: Addr<MemberSupervisor>,
     jobs: HashMap<String, Addr<JobActor>>,
     listing: Vec<String>,
+    _alive: Alive,
 }
 
 impl JobManager {
     pub fn new(shared: Arc<Shared>, placer: Addr<MemberSupervisor>) -> JobManager {
         JobManager {
+            _alive: shared.metrics.alive(ActorKind::JobManager),
             shared,
             placer,
             jobs: HashMap::new(),
@@ -114,6 +118,7 @@ impl Handler<Observed> for JobManager {
     type Result = ();
 
     fn handle(&mut self, msg: Observed, _ctx: &mut Self::Context) {
+        let _timer = self.shared.metrics.handling(ActorKind::JobManager);
         match msg.0 {
             watcher::Event::Apply(obj) => self.apply(obj),
             watcher::Event::Delete(obj) => {
@@ -127,6 +132,7 @@ impl Handler<Observed> for JobManager {
                 self.apply(obj);
             }
             watcher::Event::InitDone => {
+                self.shared.readiness.mark(Synced::Jobs);
                 // Jobs deleted while the watch was down.
                 let listed: std::collections::HashSet<String> = self.listing.drain(..).collect();
                 let gone: Vec<String> = self

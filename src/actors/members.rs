@@ -42,6 +42,8 @@ use crate::api::{ClusterCondition, DEFAULT_KUBECONFIG_KEY, MemberCluster, Member
 use crate::builders::DEFAULT_ADDRESS_TEMPLATE;
 use crate::capacity::{self, Capacity};
 use crate::placement::{self, Assignment, ClusterState, Demand, Ledger, Policy};
+use crate::telemetry::metrics::Alive;
+use crate::telemetry::{ActorKind, PlacementOutcome};
 
 /// A probe slower than this counts as failed.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -224,6 +226,7 @@ pub struct MemberSupervisor {
     deregistered: std::collections::BTreeSet<String>,
     /// Resolves waiting for the member list or a connection.
     resolving: Vec<(Vec<String>, tokio::sync::oneshot::Sender<ResolveResult>)>,
+    _alive: Alive,
 }
 
 type ResolveResult = Result<BTreeMap<String, Target>, String>;
@@ -231,6 +234,7 @@ type ResolveResult = Result<BTreeMap<String, Target>, String>;
 impl MemberSupervisor {
     pub fn new(shared: Arc<Shared>) -> MemberSupervisor {
         MemberSupervisor {
+            _alive: shared.metrics.alive(ActorKind::MemberSupervisor),
             shared,
             members: HashMap::new(),
             specs: HashMap::new(),
@@ -249,6 +253,7 @@ impl MemberSupervisor {
         let name = member.name_any();
         let reference = member.spec.kubeconfig_secret_ref.clone();
         let home = self.shared.home.client.clone();
+        let (metrics, cluster) = (self.shared.metrics.clone(), name.clone());
         ctx.spawn(
             async move {
                 let secrets: Api<Secret> = Api::namespaced(home, &reference.namespace);
@@ -258,7 +263,7 @@ impl MemberSupervisor {
                 let text = String::from_utf8(bytes).map_err(|_| format!("key {key} is not UTF-8"))?;
                 let kubeconfig = Kubeconfig::from_yaml(&text).map_err(|e| format!("kubeconfig in Secret: {e}"))?;
                 let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.map_err(|e| format!("kubeconfig in Secret: {e}"))?;
-                let client = Client::try_from(config).map_err(|e| format!("client: {e}"))?;
+                let client = crate::telemetry::instrumented_client(config, &cluster, metrics).map_err(|e| format!("client: {e}"))?;
                 Ok((client, secret.resource_version()))
             }
             .into_actor(self)
@@ -268,7 +273,7 @@ impl MemberSupervisor {
                         return;
                     }
                     let previous = act.members.get(&name).map(|m| m.handle.clone());
-                    let (actor, handle) = ClusterActor::replacing(name.clone(), client.clone(), previous.as_ref());
+                    let (actor, handle) = ClusterActor::replacing(name.clone(), client.clone(), act.shared.metrics.clone(), previous.as_ref());
                     let actor = actor.start();
                     let capacity = CapacityWatch::start(&client);
                     tracing::info!(cluster = %name, "member cluster connected");
@@ -445,6 +450,7 @@ impl MemberSupervisor {
 
     /// Tries every waiting job in priority order against the current capacity.
     fn try_waiting(&mut self) {
+        self.shared.metrics.jobs_waiting(self.waiting.len());
         if !self.listed || self.waiting.is_empty() {
             return;
         }
@@ -455,6 +461,7 @@ impl MemberSupervisor {
                 continue;
             };
             let uid = key.2.clone();
+            let started = Instant::now();
             let decision = if self.specs.is_empty() {
                 // Single-cluster mode: everything at home, the scheduler queues it.
                 Ok(waiting
@@ -468,8 +475,12 @@ impl MemberSupervisor {
                     &self.ledger.apply(&clusters),
                     &waiting.policy,
                 )
-                .map_err(|e| e.to_string())
             };
+            let outcome = PlacementOutcome::of(&decision);
+            self.shared
+                .metrics
+                .placement_decided(started.elapsed(), outcome);
+            let decision = decision.map_err(|e| e.to_string());
             match decision {
                 Ok(assignment) => {
                     let targets: Option<BTreeMap<String, Target>> = assignment
@@ -484,19 +495,22 @@ impl MemberSupervisor {
                     if !self.specs.is_empty() {
                         self.ledger.reserve(&uid, &waiting.demands, &assignment);
                     }
-                    waiting.reply.do_send(PlacementDecided(Ok(Placed {
+                    let placed = PlacementDecided(Ok(Placed {
                         assignment,
                         targets,
-                    })));
+                    }));
+                    super::tell(&waiting.reply, placed, &self.shared.metrics, ActorKind::Job);
                 }
                 Err(reason) => {
                     if waiting.last_reason.as_ref() != Some(&reason) {
                         waiting.last_reason = Some(reason.clone());
-                        waiting.reply.do_send(PlacementDecided(Err(reason)));
+                        let wait = PlacementDecided(Err(reason));
+                        super::tell(&waiting.reply, wait, &self.shared.metrics, ActorKind::Job);
                     }
                 }
             }
         }
+        self.shared.metrics.jobs_waiting(self.waiting.len());
     }
 
     fn write_status(&self, name: &str, ready: bool, message: &str, capacity: Option<Capacity>) {
@@ -598,6 +612,12 @@ impl Actor for MemberSupervisor {
             .applied_objects();
         super::forward(changed, ctx.address().recipient(), SecretChanged, "Secret");
         ctx.run_interval(self.shared.config.member_probe_interval(), |act, ctx| {
+            if let Some(home) = &act.home_capacity {
+                let name = &act.shared.home.name;
+                act.shared
+                    .metrics
+                    .cluster_probed(name, true, Some(&home.snapshot()));
+            }
             let names: Vec<String> = act.members.keys().cloned().collect();
             for name in names {
                 act.probe(ctx, name);
@@ -610,6 +630,7 @@ impl Handler<MemberObserved> for MemberSupervisor {
     type Result = ();
 
     fn handle(&mut self, msg: MemberObserved, ctx: &mut Self::Context) {
+        let _timer = self.shared.metrics.handling(ActorKind::MemberSupervisor);
         match msg.0 {
             watcher::Event::Apply(member) | watcher::Event::InitApply(member) => {
                 let member = Arc::new(member);
@@ -634,6 +655,7 @@ impl Handler<MemberObserved> for MemberSupervisor {
                 self.specs.remove(&name);
                 self.members.remove(&name);
                 self.unusable.remove(&name);
+                self.shared.metrics.cluster_removed(&name);
                 tracing::warn!(cluster = %name, "MemberCluster deleted; its jobs are re-placed");
                 self.deregistered.insert(name);
                 self.publish_lost();
@@ -653,6 +675,7 @@ impl Handler<SecretChanged> for MemberSupervisor {
     type Result = ();
 
     fn handle(&mut self, msg: SecretChanged, ctx: &mut Self::Context) {
+        let _timer = self.shared.metrics.handling(ActorKind::MemberSupervisor);
         let (namespace, name) = (msg.0.namespace().unwrap_or_default(), msg.0.name_any());
         let affected: Vec<Arc<MemberCluster>> = self
             .specs
@@ -673,6 +696,7 @@ impl Handler<Probed> for MemberSupervisor {
     type Result = ();
 
     fn handle(&mut self, msg: Probed, ctx: &mut Self::Context) {
+        let _timer = self.shared.metrics.handling(ActorKind::MemberSupervisor);
         let timeout = self.shared.config.cluster_lost_timeout();
         let Some(member) = self.members.get_mut(&msg.name) else {
             return;
@@ -700,6 +724,9 @@ impl Handler<Probed> for MemberSupervisor {
         // Ready means "takes replicas": only once swept.
         let placeable = member.placeable();
         let capacity = placeable.then(|| member.capacity.snapshot());
+        self.shared
+            .metrics
+            .cluster_probed(&msg.name, placeable, capacity.as_ref());
         self.write_status(&msg.name, placeable, &message, capacity);
         self.publish_lost();
         self.answer_resolves();
@@ -724,6 +751,9 @@ impl Handler<Swept> for MemberSupervisor {
                 tracing::debug!(cluster = %msg.name, deleted, "member cluster swept");
                 let placeable = member.placeable();
                 let capacity = placeable.then(|| member.capacity.snapshot());
+                self.shared
+                    .metrics
+                    .cluster_probed(&msg.name, placeable, capacity.as_ref());
                 self.write_status(&msg.name, placeable, "the API server answers", capacity);
                 self.try_waiting();
             }
@@ -739,6 +769,7 @@ impl Handler<Place> for MemberSupervisor {
     type Result = ();
 
     fn handle(&mut self, msg: Place, _ctx: &mut Self::Context) {
+        let _timer = self.shared.metrics.handling(ActorKind::MemberSupervisor);
         let key = (std::cmp::Reverse(msg.priority), msg.created, msg.job_uid);
         self.waiting.insert(
             key,
@@ -757,6 +788,7 @@ impl Handler<Resolve> for MemberSupervisor {
     type Result = ResponseFuture<ResolveResult>;
 
     fn handle(&mut self, msg: Resolve, _ctx: &mut Self::Context) -> Self::Result {
+        let _timer = self.shared.metrics.handling(ActorKind::MemberSupervisor);
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.resolving.push((msg.0, reply));
         self.answer_resolves();
@@ -772,6 +804,7 @@ impl Handler<Release> for MemberSupervisor {
     type Result = ();
 
     fn handle(&mut self, msg: Release, _ctx: &mut Self::Context) {
+        let _timer = self.shared.metrics.handling(ActorKind::MemberSupervisor);
         self.ledger.release(&msg.0);
         self.waiting.retain(|key, _| key.2 != msg.0);
         self.try_waiting();

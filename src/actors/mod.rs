@@ -11,7 +11,7 @@ pub mod replica;
 pub mod sweeper;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
 use actix::{Message, Recipient};
 use futures::{Stream, StreamExt};
@@ -19,6 +19,7 @@ use futures::{Stream, StreamExt};
 use kube::runtime::events::Recorder;
 
 use crate::config::ControllerConfig;
+use crate::telemetry::{ActorKind, Metrics, Readiness};
 use cluster::ClusterHandle;
 
 /// What every actor of one controller shares.
@@ -26,11 +27,25 @@ pub struct Shared {
     pub config: ControllerConfig,
     pub home: ClusterHandle,
     pub recorder: Recorder,
-    /// Successful job status writes, for metrics and tests.
-    pub status_writes: AtomicU64,
+    pub metrics: Arc<Metrics>,
+    pub readiness: Readiness,
     /// The member clusters lost now (no good probe for `clusterLostTimeoutMs`);
     /// jobs with replicas there watch it to fail over.
     pub lost_clusters: tokio::sync::watch::Sender<BTreeSet<String>>,
+}
+
+/// Sends without waiting (and without a mailbox limit, as `do_send`); a
+/// message for an actor that has stopped is lost, and counted as dropped.
+pub fn tell<M>(to: &Recipient<M>, message: M, metrics: &Metrics, kind: ActorKind)
+where
+    M: Message + Send + 'static,
+    M::Result: Send,
+{
+    if to.connected() {
+        to.do_send(message);
+    } else {
+        metrics.mailbox_dropped(kind);
+    }
 }
 
 /// Forwards a watch stream to an actor, one message per item, until the

@@ -19,6 +19,8 @@ use super::cluster::{ClusterHandle, PodChanged, PodKey};
 use crate::api::{CleanUpPolicy, ReplicaKey};
 use crate::lifecycle;
 use crate::status::ReplicaView;
+use crate::telemetry::ActorKind;
+use crate::telemetry::metrics::ReplicaCensus;
 
 /// A replica's current state, for its job, from the replica of `epoch`.
 #[derive(Message, Clone, Debug)]
@@ -88,6 +90,8 @@ pub struct ReplicaActor {
     creating: bool,
     tearing_down: bool,
     retry: std::time::Duration,
+    /// This actor and its replica's cluster and phase, in the metrics.
+    census: ReplicaCensus,
 }
 
 impl ReplicaActor {
@@ -106,6 +110,7 @@ impl ReplicaActor {
             desired_pod.metadata.name.clone().unwrap_or_default(),
         );
         ReplicaActor {
+            census: cluster.metrics.replica_census(&cluster.name),
             key,
             export_services: false,
             pod_key,
@@ -138,6 +143,16 @@ impl ReplicaActor {
         epoch_of(&self.desired_pod)
     }
 
+    /// The job's name, for logs (from the pod's label).
+    fn job_name(&self) -> &str {
+        self.desired_pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(crate::builders::JOB_NAME_LABEL))
+            .map_or("", String::as_str)
+    }
+
     fn pods(&self) -> Api<Pod> {
         Api::namespaced(self.cluster.client.clone(), &self.pod_key.0)
     }
@@ -161,10 +176,16 @@ impl ReplicaActor {
                 view
             }
         };
-        self.job.do_send(ReplicaReport {
-            view,
-            epoch: self.epoch(),
-        });
+        self.census.show(view.phase);
+        super::tell(
+            &self.job,
+            ReplicaReport {
+                view,
+                epoch: self.epoch(),
+            },
+            &self.cluster.metrics,
+            ActorKind::Job,
+        );
     }
 
     fn ensure_service(&self, ctx: &mut Context<Self>) {
@@ -183,7 +204,7 @@ impl ReplicaActor {
             .map(move |result, act, ctx| match result {
                 Ok(service) => act.export_service(ctx, &service),
                 Err(e) => {
-                    tracing::warn!(replica = %act.pod_key.1, error = %e, "creating service failed; retrying");
+                    tracing::warn!(job = %act.job_name(), replica = %act.key, cluster = %act.cluster.name, error = %e, "creating service failed; retrying");
                     ctx.run_later(retry, |act, ctx| act.ensure_service(ctx));
                 }
             }),
@@ -204,15 +225,16 @@ impl ReplicaActor {
             &crate::builders::service_export_resource(),
         );
         let cluster = self.cluster.name.clone();
+        let (job, replica) = (self.job_name().to_string(), self.key);
         ctx.spawn(
             async move {
                 match api.create(&PostParams::default(), &export).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(e)) if e.code == 409 => {}
                     Err(kube::Error::Api(e)) if e.code == 404 => {
-                        tracing::warn!(%cluster, "cannot export services: the ServiceExport CRD (multicluster.x-k8s.io) is not installed");
+                        tracing::warn!(%job, %replica, %cluster, "cannot export services: the ServiceExport CRD (multicluster.x-k8s.io) is not installed");
                     }
-                    Err(e) => tracing::warn!(%cluster, error = %e, "creating ServiceExport failed"),
+                    Err(e) => tracing::warn!(%job, %replica, %cluster, error = %e, "creating ServiceExport failed"),
                 }
             }
             .into_actor(self),
@@ -249,7 +271,7 @@ impl ReplicaActor {
                 // The pod exists (we are catching up after a restart): its event follows.
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
                 Err(e) => {
-                    tracing::warn!(replica = %act.pod_key.1, error = %e, "creating pod failed; retrying");
+                    tracing::warn!(job = %act.job_name(), replica = %act.key, cluster = %act.cluster.name, error = %e, "creating pod failed; retrying");
                     let retry = act.retry;
                     ctx.run_later(retry, |act, ctx| act.ensure_pod(ctx));
                 }
@@ -272,7 +294,7 @@ impl ReplicaActor {
             // Gone already, or a newer pod took the name: nothing to delete.
             Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
             Err(e) => {
-                tracing::warn!(replica = %act.pod_key.1, error = %e, "deleting pod failed; retrying");
+                tracing::warn!(job = %act.job_name(), replica = %act.key, cluster = %act.cluster.name, error = %e, "deleting pod failed; retrying");
                 let uid = act.current.as_ref().and_then(|p| p.metadata.uid.clone());
                 let retry = act.retry;
                 ctx.run_later(retry, move |act, ctx| act.delete_pod(ctx, uid));
@@ -294,7 +316,7 @@ impl ReplicaActor {
                 act.finish_teardown_if_gone(ctx);
             }
             Err(e) => {
-                tracing::warn!(replica = %act.pod_key.1, error = %e, "deleting service failed; retrying");
+                tracing::warn!(job = %act.job_name(), replica = %act.key, cluster = %act.cluster.name, error = %e, "deleting service failed; retrying");
                 let retry = act.retry;
                 ctx.run_later(retry, |act, ctx| act.delete_service(ctx));
             }
@@ -356,7 +378,12 @@ impl ReplicaActor {
     fn finish_teardown_if_gone(&self, ctx: &mut Context<Self>) {
         // A create in flight must land first, so its pod gets deleted too.
         if self.tearing_down && self.current.is_none() && self.service_gone && !self.creating {
-            self.torn_down.do_send(TornDown(self.key));
+            super::tell(
+                &self.torn_down,
+                TornDown(self.key),
+                &self.cluster.metrics,
+                ActorKind::Job,
+            );
             ctx.stop();
         }
     }
@@ -384,6 +411,7 @@ impl Handler<PodChanged> for ReplicaActor {
     type Result = ();
 
     fn handle(&mut self, msg: PodChanged, ctx: &mut Self::Context) {
+        let _timer = self.cluster.metrics.handling(ActorKind::Replica);
         let same = match (&self.current, &msg.0) {
             (Some(a), Some(b)) => {
                 a.metadata.resource_version == b.metadata.resource_version
@@ -415,6 +443,7 @@ impl Handler<Restart> for ReplicaActor {
     type Result = ();
 
     fn handle(&mut self, msg: Restart, ctx: &mut Self::Context) {
+        let _timer = self.cluster.metrics.handling(ActorKind::Replica);
         self.wants_pod = true;
         match &self.current {
             Some(pod) if pod.metadata.uid == msg.uid || msg.uid.is_none() => {
@@ -430,6 +459,7 @@ impl Handler<Finish> for ReplicaActor {
     type Result = ();
 
     fn handle(&mut self, msg: Finish, ctx: &mut Self::Context) {
+        let _timer = self.cluster.metrics.handling(ActorKind::Replica);
         self.wants_pod = false;
         self.finished = Some(msg.clean_up);
         self.apply_clean_up(ctx);
@@ -452,6 +482,7 @@ impl Handler<Teardown> for ReplicaActor {
     type Result = ();
 
     fn handle(&mut self, _msg: Teardown, ctx: &mut Self::Context) {
+        let _timer = self.cluster.metrics.handling(ActorKind::Replica);
         self.wants_pod = false;
         self.tearing_down = true;
         if self.current.is_some() {

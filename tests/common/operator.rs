@@ -123,7 +123,9 @@ impl Env {
         let mut command = Command::new(env!("CARGO_BIN_EXE_tfjob-federator"));
         command
             .args(["--log-format", "json", "run", "--kubeconfig"])
-            .arg(&self.kubeconfig);
+            .arg(&self.kubeconfig)
+            // Tests run side by side: each controller serves on a port of its own.
+            .args(["--metrics-addr", "127.0.0.1:0"]);
         if let Some(config) = &self.config {
             command.arg("--config").arg(config);
         }

@@ -1,4 +1,17 @@
-//! Logging through `tracing`: `RUST_LOG` filters, `--log-format` picks text or JSON.
+//! Observability: logging through `tracing` (`RUST_LOG` filters,
+//! `--log-format` picks text or JSON), the Prometheus metrics, the
+//! instrumented Kubernetes clients that feed the API metrics, readiness,
+//! and the HTTP server for `/metrics`, `/healthz` and `/readyz`.
+
+pub mod client;
+pub mod metrics;
+pub mod readiness;
+pub mod server;
+
+pub use client::instrumented_client;
+pub use metrics::{ActorKind, Metrics, PlacementOutcome};
+pub use readiness::{Readiness, Synced};
+pub use server::{MetricsServer, serve};
 
 use tracing_subscriber::EnvFilter;
 

@@ -1,0 +1,222 @@
+//! Kubernetes clients that count their requests: a tower layer on kube's
+//! own stack records each request by cluster, verb and status code, and the
+//! time until its response headers arrive (for a watch: until the stream
+//! opens). It wraps the whole stack, so one call is one request however
+//! kube retries inside.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use http::{Method, Request, Response, Uri};
+use kube::client::ClientBuilder;
+use tower::{Layer, Service};
+
+use super::Metrics;
+
+/// A client for `config` whose requests are counted under `cluster`.
+pub fn instrumented_client(
+    config: kube::Config,
+    cluster: &str,
+    metrics: Arc<Metrics>,
+) -> Result<kube::Client, kube::Error> {
+    let layer = ApiMetricsLayer {
+        cluster: cluster.into(),
+        metrics,
+    };
+    Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
+}
+
+/// Records every request of the service it wraps.
+#[derive(Clone)]
+pub struct ApiMetricsLayer {
+    cluster: Arc<str>,
+    metrics: Arc<Metrics>,
+}
+
+impl<S> Layer<S> for ApiMetricsLayer {
+    type Service = ApiMetrics<S>;
+
+    fn layer(&self, inner: S) -> ApiMetrics<S> {
+        ApiMetrics {
+            inner,
+            cluster: self.cluster.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct ApiMetrics<S> {
+    inner: S,
+    cluster: Arc<str>,
+    metrics: Arc<Metrics>,
+}
+
+type Answer<R, E> = Pin<Box<dyn Future<Output = Result<R, E>> + Send>>;
+
+impl<S, B, R> Service<Request<B>> for ApiMetrics<S>
+where
+    S: Service<Request<B>, Response = Response<R>>,
+    S::Future: Send + 'static,
+    S::Error: 'static,
+    R: 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Answer<S::Response, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let verb = verb(request.method(), request.uri());
+        let (cluster, metrics) = (self.cluster.clone(), self.metrics.clone());
+        let started = Instant::now();
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let result = answer.await;
+            let code = match &result {
+                Ok(response) => response.status().as_str().to_string(),
+                Err(_) => "error".to_string(),
+            };
+            metrics.api_request(&cluster, verb, &code, started.elapsed());
+            result
+        })
+    }
+}
+
+/// Subresources of a namespace object (`/api/v1/namespaces/{name}/status`)
+/// that are not namespaced resources.
+const NAMESPACE_SUBRESOURCES: [&str; 2] = ["status", "finalize"];
+
+/// The Kubernetes verb of a request, as the API server's request info
+/// names it: get, list, watch, create, update, patch, delete,
+/// deletecollection; non-resource paths (discovery, `/version`) are `get`.
+pub fn verb(method: &Method, uri: &Uri) -> &'static str {
+    let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
+    let mut rest: &[&str] = match segments.as_slice() {
+        ["api", _version, rest @ ..] => rest,
+        ["apis", _group, _version, rest @ ..] => rest,
+        _ => &[],
+    };
+    let mut watch = uri.query().is_some_and(|q| {
+        form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "watch" && (v == "true" || v == "1"))
+    });
+    // The legacy `/api/v1/watch/…` form.
+    if let ["watch", after @ ..] = rest {
+        watch = true;
+        rest = after;
+    }
+    if let ["namespaces", _namespace, next, ..] = rest
+        && !NAMESPACE_SUBRESOURCES.contains(next)
+    {
+        rest = &rest[2..];
+    }
+    let named = rest.len() >= 2;
+    match *method {
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if named || rest.is_empty() => "delete",
+        Method::DELETE => "deletecollection",
+        _ if watch => "watch",
+        _ if rest.len() == 1 => "list",
+        _ => "get",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(method: Method, uri: &str) -> &'static str {
+        verb(&method, &uri.parse().expect("a uri"))
+    }
+
+    #[test]
+    fn reads_are_get_list_or_watch() {
+        assert_eq!(of(Method::GET, "/api/v1/namespaces/default/pods/p"), "get");
+        assert_eq!(of(Method::GET, "/api/v1/namespaces/default/pods"), "list");
+        assert_eq!(
+            of(Method::GET, "/api/v1/pods?labelSelector=a%3Db&limit=500"),
+            "list"
+        );
+        assert_eq!(
+            of(Method::GET, "/api/v1/pods?watch=true&resourceVersion=5"),
+            "watch"
+        );
+        assert_eq!(
+            of(Method::GET, "/api/v1/watch/namespaces/default/pods"),
+            "watch"
+        );
+        assert_eq!(
+            of(
+                Method::GET,
+                "/apis/batch.tensorstack.dev/v1beta1/tensorflowtrainingjobs?watch=1"
+            ),
+            "watch"
+        );
+        assert_eq!(
+            of(
+                Method::GET,
+                "/apis/batch.tensorstack.dev/v1beta1/namespaces/ns/tensorflowtrainingjobs/j/status"
+            ),
+            "get"
+        );
+        assert_eq!(of(Method::GET, "/api/v1/pods?watch=false"), "list");
+    }
+
+    #[test]
+    fn namespaces_themselves_are_objects_too() {
+        assert_eq!(of(Method::GET, "/api/v1/namespaces"), "list");
+        assert_eq!(of(Method::GET, "/api/v1/namespaces/default"), "get");
+        assert_eq!(of(Method::GET, "/api/v1/namespaces/default/status"), "get");
+        assert_eq!(of(Method::PATCH, "/api/v1/namespaces/default"), "patch");
+        assert_eq!(of(Method::DELETE, "/api/v1/namespaces/default"), "delete");
+    }
+
+    #[test]
+    fn writes_map_by_method() {
+        assert_eq!(
+            of(Method::POST, "/api/v1/namespaces/default/pods"),
+            "create"
+        );
+        assert_eq!(
+            of(Method::PUT, "/api/v1/namespaces/default/pods/p"),
+            "update"
+        );
+        assert_eq!(
+            of(
+                Method::PATCH,
+                "/apis/federation.tfjob.io/v1alpha1/memberclusters/m/status"
+            ),
+            "patch"
+        );
+        assert_eq!(
+            of(Method::DELETE, "/api/v1/namespaces/default/pods/p"),
+            "delete"
+        );
+        assert_eq!(
+            of(
+                Method::DELETE,
+                "/api/v1/namespaces/default/pods?labelSelector=x"
+            ),
+            "deletecollection"
+        );
+    }
+
+    #[test]
+    fn non_resource_paths_are_get() {
+        assert_eq!(of(Method::GET, "/version"), "get");
+        assert_eq!(of(Method::GET, "/apis"), "get");
+        assert_eq!(
+            of(Method::GET, "/apis/batch.tensorstack.dev/v1beta1"),
+            "get"
+        );
+        assert_eq!(of(Method::GET, "/api/v1"), "get");
+    }
+}
