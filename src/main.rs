@@ -239,8 +239,14 @@ async fn run_sim(
                 .with_context(|| format!("starting cluster {name}"))?,
         );
     }
-    if register {
-        register_members(&handles).await?;
+    if register && let Some((home, members)) = handles.split_first() {
+        let members: Vec<(String, String)> = members
+            .iter()
+            .map(|m| (m.name.clone(), m.kubeconfig()))
+            .collect();
+        join::register_members(&home.kubeconfig(), &members)
+            .await
+            .context("registering the member clusters")?;
     }
     let paths = sim::write_kubeconfigs(dir, &handles)
         .with_context(|| format!("writing kubeconfigs to {}", dir.display()))?;
@@ -251,26 +257,6 @@ async fn run_sim(
     tracing::info!("shutting down");
     for handle in handles {
         handle.stop().await;
-    }
-    Ok(())
-}
-
-/// Registers every cluster but the first (home) as a member of home, over HTTP.
-async fn register_members(handles: &[sim::ClusterHandle]) -> anyhow::Result<()> {
-    let Some((home, members)) = handles.split_first() else {
-        return Ok(());
-    };
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&home.kubeconfig())?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
-    let client = kube::Client::try_from(config)?;
-    for member in members {
-        join::join(
-            &client,
-            &member.name,
-            &member.kubeconfig(),
-            &JoinOptions::default(),
-        )
-        .await?;
     }
     Ok(())
 }
