@@ -78,8 +78,8 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<DemoJob>, ManifestError> {
                 "not a batch.tensorstack.dev/v1beta1 TensorFlowTrainingJob (apiVersion {api_version:?}, kind {kind:?})"
             )));
         }
-        let mut job: TensorFlowTrainingJob =
-            serde_yaml::from_value(value).map_err(|e| at(e.to_string()))?;
+        let mut job: TensorFlowTrainingJob = serde_path_to_error::deserialize(value)
+            .map_err(|e| at(format!("{}: {}", e.path(), e.inner())))?;
         if job.metadata.name.as_deref().unwrap_or("").is_empty() {
             return Err(at("metadata.name is required".into()));
         }
@@ -218,6 +218,17 @@ mod tests {
         assert!(nameless.message.contains("metadata.name"), "{nameless}");
         let empty = parse("empty.yaml", "---\n").expect_err("nothing");
         assert_eq!(empty.message, "no TensorFlowTrainingJob in it");
+        let typed = parse(
+            "job.yaml",
+            "apiVersion: batch.tensorstack.dev/v1beta1\nkind: TensorFlowTrainingJob\nmetadata: {name: j}\nspec:\n  replicaSpecs:\n  - type: worker\n    replicas: many\n",
+        )
+        .expect_err("replicas is a number");
+        assert!(
+            typed
+                .message
+                .starts_with("document 1: spec.replicaSpecs[0].replicas: invalid type"),
+            "{typed}"
+        );
         let broken = parse("broken.yaml", "kind: [").expect_err("not YAML");
         assert!(broken.message.starts_with("document 1:"), "{broken}");
     }

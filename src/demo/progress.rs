@@ -572,7 +572,8 @@ impl Tracker {
                 }
                 (_, None) => ("queued".to_string(), String::new(), String::new()),
                 _ => (
-                    job.phase_text().to_string(),
+                    // Submitted, and the controller has written no status yet.
+                    job.view.phase.map_or("submitted", phase_name).to_string(),
                     job.view.total_restarts().to_string(),
                     job.duration(now).map(seconds).unwrap_or_default(),
                 ),

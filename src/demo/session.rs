@@ -30,8 +30,9 @@ use crate::{controller, join};
 
 /// How long registered members may take to answer their first probe.
 const MEMBERS_READY_TIMEOUT: Duration = Duration::from_secs(30);
-/// The longest a submission waits for the previous job to be placed.
-const PACE: Duration = Duration::from_secs(5);
+/// The longest a submission waits for the previous job to be placed (which
+/// takes well under a second unless the controller is stuck).
+const PACE: Duration = Duration::from_secs(10);
 /// How often deadlines are checked and a terminal's table redrawn.
 const TICK: Duration = Duration::from_millis(250);
 /// The terminal width assumed when `COLUMNS` is not set.
@@ -64,6 +65,7 @@ pub fn run(options: &DemoOptions) -> Result<Ended, DemoError> {
         options,
     };
     let result = system.block_on(drive(sim_runtime.handle(), &mut clusters, plan, &mut out));
+    // The controller's runtime goes first (see above), then the clusters.
     drop(system);
     sim_runtime.block_on(async {
         for cluster in clusters {
@@ -190,8 +192,13 @@ async fn follow_jobs(
     started: Instant,
 ) -> Result<Finished, DemoError> {
     let names = sim::cluster_names(plan.options.clusters);
+    let clusters_text = if names.len() == 1 {
+        "cluster"
+    } else {
+        "clusters"
+    };
     out.say(&format!(
-        "Starting {} simulated clusters: {}",
+        "Starting {} simulated {clusters_text}: {}",
         names.len(),
         names.join(", ")
     ));
