@@ -3,7 +3,7 @@
 //! server-side applied, so joining again updates them.
 
 use kube::api::{Api, Patch, PatchParams};
-use kube::config::Kubeconfig;
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, CustomResourceExt};
 use serde_json::json;
 
@@ -17,6 +17,10 @@ const MANAGER: &str = "tfjob-federator-join";
 pub enum JoinError {
     #[error("the member kubeconfig is not usable: {0}")]
     Kubeconfig(#[from] kube::config::KubeconfigError),
+    #[error("the home kubeconfig is not usable: {0}")]
+    HomeKubeconfig(kube::config::KubeconfigError),
+    #[error("building the home client: {0}")]
+    HomeClient(kube::Error),
     #[error("{what}: {source}")]
     Api { what: String, source: kube::Error },
 }
@@ -34,7 +38,7 @@ fn api_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> JoinError {
 }
 
 /// Installs (or updates) the CRDs this controller owns.
-async fn install_crds(home: &Client) -> Result<(), JoinError> {
+pub async fn install_crds(home: &Client) -> Result<(), JoinError> {
     let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(home.clone());
     for crd in [TensorFlowTrainingJob::crd(), MemberCluster::crd()] {
         let name = crd.metadata.name.clone().unwrap_or_default();
@@ -92,5 +96,22 @@ pub async fn join(
         .patch(name, &params, &Patch::Apply(&member))
         .await
         .map_err(api_error(format!("writing MemberCluster {name}")))?;
+    Ok(())
+}
+
+/// Installs the CRDs on the home cluster that the kubeconfig `home` (YAML)
+/// reaches, then registers each `(name, kubeconfig)` as a member with the
+/// default options. `sim --register` and `demo` use it for their clusters;
+/// with no members it only installs the CRDs.
+pub async fn register_members(home: &str, members: &[(String, String)]) -> Result<(), JoinError> {
+    let kubeconfig = Kubeconfig::from_yaml(home).map_err(JoinError::HomeKubeconfig)?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(JoinError::HomeKubeconfig)?;
+    let client = Client::try_from(config).map_err(JoinError::HomeClient)?;
+    install_crds(&client).await?;
+    for (name, kubeconfig) in members {
+        join(&client, name, kubeconfig, &JoinOptions::default()).await?;
+    }
     Ok(())
 }

@@ -7,6 +7,7 @@ pub mod builders;
 pub mod capacity;
 pub mod config;
 pub mod controller;
+pub mod demo;
 pub mod join;
 pub mod lifecycle;
 pub mod placement;

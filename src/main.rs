@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tfjob_federator::config::ControllerConfig;
+use tfjob_federator::demo::{self, DemoOptions};
 use tfjob_federator::join::{self, JoinOptions};
 use tfjob_federator::sim::{self, NodeShape, SimOptions};
 use tfjob_federator::telemetry::{self, LogFormat};
@@ -16,7 +17,8 @@ use tfjob_federator::{api, controller, plan};
     about = "Runs TensorFlowTrainingJobs across several Kubernetes clusters"
 )]
 struct Cli {
-    /// Log format; the level comes from RUST_LOG (default info).
+    /// Log format (to stderr); the level comes from RUST_LOG (default info,
+    /// warn for `demo`).
     #[arg(long, global = true, value_enum, default_value = "text")]
     log_format: LogFormat,
     #[command(subcommand)]
@@ -25,6 +27,40 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Try it without a cluster: start simulated clusters, register the
+    /// members, start the controller, submit the example jobs and show their
+    /// progress and a summary. Exit code 0 when every job reached the phase
+    /// its manifest expects (annotation demo.federation.tfjob.io/expected-phase,
+    /// default Succeeded), 1 otherwise, 130 (143) on SIGINT (SIGTERM) before
+    /// the summary; with --keep, a signal after the summary exits with the
+    /// summary's code.
+    Demo {
+        /// Number of clusters: `home`, then `member-1`, `member-2`, … (4
+        /// nodes each, with 32 cpu, 128Gi and 4 nvidia.com/gpu per node).
+        #[arg(long, default_value_t = 3)]
+        clusters: usize,
+        /// Submit the jobs in this file (YAML; several documents allowed)
+        /// instead of the examples of config/examples; repeatable, submitted
+        /// in the order given.
+        #[arg(short = 'f', long = "filename")]
+        files: Vec<PathBuf>,
+        /// After the summary, keep the clusters and the controller up until
+        /// Ctrl-C, and print the kubeconfigs and kubectl commands to try.
+        #[arg(long)]
+        keep: bool,
+        /// Write `<cluster>.kubeconfig` here (and keep it); default: a
+        /// temporary directory, removed at the end.
+        #[arg(long)]
+        kubeconfig_dir: Option<PathBuf>,
+        /// Seconds a job may take from its submission to its expected phase.
+        #[arg(long, default_value_t = 90)]
+        job_timeout: u64,
+        /// Serve /metrics, /healthz and /readyz here, as `run` does; the
+        /// default picks a free loopback port (printed), so a demo never
+        /// fails for a port in use.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        metrics_addr: std::net::SocketAddr,
+    },
     /// Serve simulated Kubernetes clusters on 127.0.0.1 until interrupted.
     Sim {
         /// Number of clusters: `home`, then `member-1`, `member-2`, ….
@@ -119,8 +155,31 @@ fn main() -> anyhow::Result<()> {
         print!("{}", api::crds_yaml().context("serializing the CRDs")?);
         return Ok(());
     }
-    telemetry::init(cli.log_format);
+    // The demo's progress goes to stdout; only problems should join it.
+    let default_level = match cli.command {
+        Command::Demo { .. } => "warn",
+        _ => "info",
+    };
+    telemetry::init(cli.log_format, default_level);
     match cli.command {
+        Command::Demo {
+            clusters,
+            files,
+            keep,
+            kubeconfig_dir,
+            job_timeout,
+            metrics_addr,
+        } => {
+            let ended = demo::run(&DemoOptions {
+                clusters,
+                files,
+                keep,
+                kubeconfig_dir,
+                job_timeout: std::time::Duration::from_secs(job_timeout),
+                metrics_addr,
+            })?;
+            std::process::exit(ended.exit_code());
+        }
         Command::Run {
             kubeconfig,
             context,
@@ -249,8 +308,14 @@ async fn run_sim(
                 .with_context(|| format!("starting cluster {name}"))?,
         );
     }
-    if register {
-        register_members(&handles).await?;
+    if register && let Some((home, members)) = handles.split_first() {
+        let members: Vec<(String, String)> = members
+            .iter()
+            .map(|m| (m.name.clone(), m.kubeconfig()))
+            .collect();
+        join::register_members(&home.kubeconfig(), &members)
+            .await
+            .context("registering the member clusters")?;
     }
     let paths = sim::write_kubeconfigs(dir, &handles)
         .with_context(|| format!("writing kubeconfigs to {}", dir.display()))?;
@@ -261,26 +326,6 @@ async fn run_sim(
     tracing::info!("shutting down");
     for handle in handles {
         handle.stop().await;
-    }
-    Ok(())
-}
-
-/// Registers every cluster but the first (home) as a member of home, over HTTP.
-async fn register_members(handles: &[sim::ClusterHandle]) -> anyhow::Result<()> {
-    let Some((home, members)) = handles.split_first() else {
-        return Ok(());
-    };
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&home.kubeconfig())?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
-    let client = kube::Client::try_from(config)?;
-    for member in members {
-        join::join(
-            &client,
-            &member.name,
-            &member.kubeconfig(),
-            &JoinOptions::default(),
-        )
-        .await?;
     }
     Ok(())
 }

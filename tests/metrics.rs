@@ -1,6 +1,6 @@
-//! Observability, end to end: simulated clusters and the controller as
-//! subprocesses, a few jobs (split across clusters, failing, restarting,
-//! waiting for capacity), then the `/metrics` scrape linted by `promtool`,
+//! Observability, end to end: a `demo` run of a few jobs (split across
+//! clusters, failing, restarting, waiting for capacity) scraped by a real
+//! Prometheus from the start, then the `/metrics` scrape linted by `promtool`,
 //! every metric the Grafana dashboard reads present with data, every panel
 //! query evaluated by a real Prometheus that scraped the run, and
 //! `/healthz` and `/readyz` before and after the home informers sync.
@@ -25,14 +25,20 @@ const ROWS_WITH_DATA: [&str; 2] = ["Overview", "Placement and clusters"];
 const WAIT: Duration = Duration::from_secs(60);
 
 /// A job whose replicas `(type, count, gpus, exit codes, restart policy)`
-/// run one second each.
-fn job(name: &str, replicas: &[(&str, i64, i64, &str, &str)], extra_spec: Value) -> Value {
+/// run four seconds each (so that Prometheus scrapes the counters at zero
+/// before any job ends), and the phase the demo should see it reach.
+fn job(
+    name: &str,
+    replicas: &[(&str, i64, i64, &str, &str)],
+    extra_spec: Value,
+    expected_phase: &str,
+) -> Value {
     let specs: Vec<Value> = replicas
         .iter()
         .map(|(t, n, gpus, exits, policy)| {
             json!({"type": t, "replicas": n, "restartPolicy": policy, "template": {
                 "metadata": {"annotations": {
-                    "sim.federation.tfjob.io/run-seconds": "1",
+                    "sim.federation.tfjob.io/run-seconds": "4",
                     "sim.federation.tfjob.io/pending-seconds": "0.1",
                     "sim.federation.tfjob.io/exit-codes": exits}},
                 "spec": {"containers": [{"name": "tensorflow", "image": "tf",
@@ -44,7 +50,9 @@ fn job(name: &str, replicas: &[(&str, i64, i64, &str, &str)], extra_spec: Value)
         spec.extend(extra.clone());
     }
     json!({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob",
-           "metadata": {"name": name, "namespace": "default"}, "spec": spec})
+           "metadata": {"name": name, "namespace": "default", "annotations": {
+               "demo.federation.tfjob.io/expected-phase": expected_phase}},
+           "spec": spec})
 }
 
 async fn wait_phase(jobs: &Api<TensorFlowTrainingJob>, name: &str, phase: &str) {
@@ -129,23 +137,6 @@ async fn metrics_lint_clean_feed_every_dashboard_panel_and_prometheus() {
     let queries = observe::dashboard_queries(&dashboard);
     assert!(queries.len() >= 20, "{} queries", queries.len());
 
-    let system = observe::start(Start::default()).await;
-    sim_kube::eventually_within("/readyz 200", WAIT, async || {
-        (system.get("/readyz").await.0 == 200).then_some(())
-    })
-    .await;
-    let prometheus = Prometheus::start(system.metrics).await;
-    // Counters are seen at zero before the jobs, so increase() and rate() see them move.
-    sim_kube::eventually_within("Prometheus scraping the controller", WAIT, async || {
-        let scrapes = prometheus
-            .value("count_over_time(tfjob_federator_build_info[1m])")
-            .await?;
-        (scrapes >= 2.0).then_some(())
-    })
-    .await;
-
-    let home = sim_kube::client_for(&system.kubeconfig("home")).await;
-    let jobs: Api<TensorFlowTrainingJob> = Api::namespaced(home, "default");
     let spread = json!({"scheduler": {"federation": {"strategy": "Spread"}}});
     let submitted = [
         job(
@@ -155,26 +146,63 @@ async fn metrics_lint_clean_feed_every_dashboard_panel_and_prometheus() {
                 ("worker", 2, 1, "0", "Never"),
             ],
             spread,
+            "Succeeded",
         ),
-        job("fails", &[("worker", 1, 1, "1", "Never")], json!({})),
+        job(
+            "fails",
+            &[("worker", 1, 1, "1", "Never")],
+            json!({}),
+            "Failed",
+        ),
         job(
             "restarts",
             &[("worker", 1, 1, "137,0", "ExitCode")],
             json!({}),
+            "Succeeded",
         ),
         // 64 GPUs fit nowhere (3 clusters of 4 nodes × 4): it waits.
-        job("too-big", &[("worker", 1, 64, "0", "Never")], json!({})),
+        job(
+            "too-big",
+            &[("worker", 1, 64, "0", "Never")],
+            json!({}),
+            "Pending",
+        ),
     ];
-    for body in submitted {
-        let job: TensorFlowTrainingJob = serde_json::from_value(body).expect("a job");
-        jobs.create(&Default::default(), &job)
-            .await
-            .expect("job created");
-    }
+    let yaml: String = submitted
+        .iter()
+        .map(|job| format!("---\n{}", serde_yaml::to_string(job).expect("yaml")))
+        .collect();
+    // Prometheus first, so it scrapes the demo from its first second on:
+    // counters are seen at zero before any job ends, and increase() sees them move.
+    let metrics_addr: std::net::SocketAddr = format!("127.0.0.1:{}", observe::free_port())
+        .parse()
+        .expect("an address");
+    let prometheus = Prometheus::start(metrics_addr).await;
+    // Prometheus applies its targets a few seconds after it starts.
+    sim_kube::eventually_within("Prometheus to know its target", WAIT, async || {
+        let (status, body) = observe::http(&prometheus.addr, "GET", "/api/v1/targets", None).await;
+        let targets: Value = serde_json::from_str(&body).ok()?;
+        let active = targets["data"]["activeTargets"].as_array()?;
+        (status == 200 && !active.is_empty()).then_some(())
+    })
+    .await;
+    let system = observe::start_demo(&yaml, metrics_addr).await;
+    sim_kube::eventually_within("/readyz 200", WAIT, async || {
+        (system.get("/readyz").await.0 == 200).then_some(())
+    })
+    .await;
+    let home = sim_kube::client_for(&system.kubeconfig("home")).await;
+    let jobs: Api<TensorFlowTrainingJob> = Api::namespaced(home, "default");
     wait_phase(&jobs, "split", "Succeeded").await;
     wait_phase(&jobs, "fails", "Failed").await;
     wait_phase(&jobs, "restarts", "Succeeded").await;
     wait_phase(&jobs, "too-big", "Pending").await;
+    sim_kube::eventually_within("the demo's summary", WAIT, async || {
+        let out = std::fs::read_to_string(system.dir.join("demo.out")).ok()?;
+        out.contains("All 4 jobs reached the expected phase")
+            .then_some(())
+    })
+    .await;
 
     // What the run must show, once the last status writes are counted.
     let scrape = sim_kube::eventually_within("completions counted", WAIT, async || {

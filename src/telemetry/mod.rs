@@ -21,9 +21,11 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber; `info` unless `RUST_LOG` says otherwise.
-pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+/// Installs the global subscriber; `default_level` (e.g. `info`) unless
+/// `RUST_LOG` says otherwise.
+pub fn init(format: LogFormat, default_level: &str) {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -1,5 +1,6 @@
 //! Helpers for the observability tests: the whole system started as
-//! subprocesses in one call ([`start`]), a tiny HTTP client for
+//! subprocesses in one call ([`start`] for `sim` + `run`, [`start_demo`]
+//! for `demo --keep`), a tiny HTTP client for
 //! `/metrics`, `/healthz`, `/readyz`, the simulator's `/_sim/` paths and
 //! Prometheus's API, a real Prometheus server, `promtool`, and the metric
 //! names a PromQL expression reads.
@@ -68,7 +69,8 @@ impl Default for Start {
 /// then the clusters.
 pub struct System {
     controller: Process,
-    sim: Process,
+    /// The `sim` process (None when the demo runs the clusters in-process).
+    sim: Option<Process>,
     pub dir: PathBuf,
     /// Where the controller serves /metrics, /healthz and /readyz.
     pub metrics: SocketAddr,
@@ -150,7 +152,68 @@ pub async fn start(options: Start) -> System {
     };
     System {
         controller,
-        sim,
+        sim: Some(sim),
+        dir,
+        metrics,
+        clusters,
+    }
+}
+
+/// Starts `demo --keep` submitting the jobs of `jobs_yaml`, with its
+/// metrics on `metrics` (chosen by the caller, so a Prometheus can scrape it
+/// from the start), and returns once it serves them. Its output goes to
+/// `demo.out`, its JSON log (info) to `controller.log`.
+pub async fn start_demo(jobs_yaml: &str, metrics: SocketAddr) -> System {
+    let dir = std::env::temp_dir().join(format!("tfjob-observe-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    let jobs = dir.join("jobs.yaml");
+    std::fs::write(&jobs, jobs_yaml).expect("write jobs");
+    let log = std::fs::File::create(dir.join("controller.log")).expect("demo log");
+    let out = std::fs::File::create(dir.join("demo.out")).expect("demo output");
+    let mut demo = Process(
+        Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
+            .args(["--log-format", "json", "demo", "--keep", "--metrics-addr"])
+            .arg(metrics.to_string())
+            .arg("--kubeconfig-dir")
+            .arg(&dir)
+            .arg("-f")
+            .arg(&jobs)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(log)
+            .spawn()
+            .expect("tfjob-federator demo starts"),
+    );
+    let deadline = Instant::now() + STARTUP;
+    let announced = format!("Metrics on http://{metrics}/metrics");
+    while !std::fs::read_to_string(dir.join("demo.out"))
+        .unwrap_or_default()
+        .contains(&announced)
+    {
+        demo.check_alive("the demo", &dir.join("demo.out"));
+        assert!(Instant::now() < deadline, "the demo did not serve metrics");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let clusters = std::fs::read_dir(&dir)
+        .expect("the demo's kubeconfig dir")
+        .filter_map(|entry| {
+            let path = entry.ok()?.path();
+            let name = path
+                .file_name()?
+                .to_str()?
+                .strip_suffix(".kubeconfig")?
+                .to_string();
+            let text = std::fs::read_to_string(&path).ok()?;
+            let server = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("server: "))?;
+            Some((name, server.trim_start_matches("http://").to_string()))
+        })
+        .collect();
+    System {
+        controller: demo,
+        sim: None,
         dir,
         metrics,
         clusters,
@@ -207,7 +270,9 @@ impl Drop for System {
     fn drop(&mut self) {
         // The controller first, so it does not log the clusters vanishing.
         self.controller.kill();
-        self.sim.kill();
+        if let Some(sim) = &mut self.sim {
+            sim.kill();
+        }
         if std::thread::panicking() {
             let log = self.log();
             let lines: Vec<&str> = log.lines().collect();
