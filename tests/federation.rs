@@ -333,6 +333,21 @@ async fn member_status_shows_readiness_capacity_and_partitions() {
     .await;
 }
 
+/// Waits until the controller works with the member's current spec (its
+/// status's observedGeneration) and the member is Ready.
+async fn observed(members: &Api<MemberCluster>, name: &str) {
+    sim_kube::eventually_within(
+        &format!("{name} Ready with its spec observed"),
+        Duration::from_secs(20),
+        async || {
+            let (ready, m) = ready_of(members, name).await?;
+            let seen = m.status.as_ref()?.observed_generation == m.metadata.generation;
+            (ready == "True" && seen).then_some(())
+        },
+    )
+    .await;
+}
+
 /// `PUT /_sim/faults` on a simulated cluster (answered even when partitioned).
 async fn set_faults(client: &kube::Client, faults: serde_json::Value) {
     let request = hyper::Request::put("/_sim/faults")
@@ -784,6 +799,7 @@ async fn selector_names_and_unschedulable_are_respected() {
         )
         .await
         .expect("cordon member-1");
+    observed(&members, "member-1").await;
     f.submit(gpu_job("cordoned", &[("worker", 1, 1)], json!({}), "1"))
         .await;
     f.wait_phase("cordoned", "Succeeded", Duration::from_secs(30))
@@ -895,16 +911,7 @@ async fn members_with_export_services_get_a_service_export_per_service() {
         )
         .await
         .expect("enable exports");
-    let members_view = members.clone();
-    sim_kube::eventually_within(
-        "member-1 Ready after the change",
-        Duration::from_secs(20),
-        async || {
-            let (ready, m) = ready_of(&members_view, "member-1").await?;
-            (ready == "True" && m.spec.export_services).then_some(())
-        },
-    )
-    .await;
+    observed(&members, "member-1").await;
     f.submit(gpu_job(
         "exported",
         &[("chief", 1, 1), ("worker", 1, 1)],

@@ -514,18 +514,16 @@ impl MemberSupervisor {
     }
 
     fn write_status(&self, name: &str, ready: bool, message: &str, capacity: Option<Capacity>) {
-        let previous = self
-            .specs
-            .get(name)
-            .and_then(|m| m.status.clone())
-            .unwrap_or_default();
-        let status = member_status(
+        let spec = self.specs.get(name);
+        let previous = spec.and_then(|m| m.status.clone()).unwrap_or_default();
+        let mut status = member_status(
             &previous,
             ready,
             message,
             capacity.as_ref(),
             Time(jiff::Timestamp::now()),
         );
+        status.observed_generation = spec.and_then(|m| m.metadata.generation);
         let api: Api<MemberCluster> = Api::all(self.shared.home.client.clone());
         let name = name.to_string();
         tokio::spawn(async move {
@@ -585,6 +583,7 @@ pub fn member_status(
         free: capacity
             .map(|c| capacity::report(&c.free))
             .unwrap_or_else(|| previous.free.clone()),
+        observed_generation: previous.observed_generation,
     }
 }
 
@@ -640,12 +639,19 @@ impl Handler<MemberObserved> for MemberSupervisor {
                 let reconnect = self.specs.get(&name).is_none_or(|m| {
                     m.spec.kubeconfig_secret_ref != member.spec.kubeconfig_secret_ref
                 });
+                // A new spec shows in the status (observedGeneration) at once.
+                let respec = self
+                    .specs
+                    .get(&name)
+                    .is_some_and(|m| m.metadata.generation != member.metadata.generation);
                 if self.deregistered.remove(&name) {
                     self.publish_lost();
                 }
-                self.specs.insert(name, member.clone());
+                self.specs.insert(name.clone(), member.clone());
                 if reconnect {
                     self.connect(ctx, member);
+                } else if respec {
+                    self.probe(ctx, name);
                 }
                 self.answer_resolves();
                 self.try_waiting();

@@ -81,6 +81,10 @@ pub struct MemberClusterStatus {
     /// controller's pods not yet bound.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub free: BTreeMap<String, String>,
+    /// The `metadata.generation` of the spec the controller works with
+    /// (e.g. `unschedulable` and `exportServices` apply from then on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
 }
 
 /// One observation of a member cluster.
