@@ -193,6 +193,19 @@ impl JobActor {
         }
     }
 
+    /// The restarts `runPolicy.backoffLimit` still allows.
+    fn budget(&self) -> Budget {
+        Budget {
+            limit: self
+                .job
+                .spec
+                .run_policy
+                .as_ref()
+                .and_then(|p| p.backoff_limit),
+            used: self.status.backoff_count,
+        }
+    }
+
     fn name(&self) -> String {
         self.job.name_any()
     }
@@ -442,15 +455,7 @@ impl JobActor {
         if self.failover.is_some() {
             return;
         }
-        let budget = Budget {
-            limit: self
-                .job
-                .spec
-                .run_policy
-                .as_ref()
-                .and_then(|p| p.backoff_limit),
-            used: self.status.backoff_count,
-        };
+        let budget = self.budget();
         if let Verdict::FailJob { reason, message } = lifecycle::on_cluster_lost(why, budget) {
             self.fail(ctx, reason, &message);
             return;
@@ -1089,15 +1094,7 @@ impl JobActor {
             .replica_spec(view.key.replica_type)
             .and_then(|s| s.parsed_restart_policy())
             .unwrap_or(RestartPolicy::Never);
-        let budget = Budget {
-            limit: self
-                .job
-                .spec
-                .run_policy
-                .as_ref()
-                .and_then(|p| p.backoff_limit),
-            used: self.status.backoff_count,
-        };
+        let budget = self.budget();
         if !self.handled.insert(uid.clone()) {
             // An exit an earlier controller counted a restart for, whose pod is
             // still there: it was stopped before replacing it. Replace it now,

@@ -556,6 +556,19 @@ impl JobPhase {
     pub fn is_terminal(self) -> bool {
         matches!(self, JobPhase::Succeeded | JobPhase::Failed)
     }
+
+    /// The name as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobPhase::Pending => "Pending",
+            JobPhase::Running => "Running",
+            JobPhase::Paused => "Paused",
+            JobPhase::Resuming => "Resuming",
+            JobPhase::Succeeded => "Succeeded",
+            JobPhase::Failed => "Failed",
+            JobPhase::Unknown => "Unknown",
+        }
+    }
 }
 
 /// The phase of a replica: the pod phases plus Creating and Deleted.
@@ -569,6 +582,21 @@ pub enum ReplicaPhase {
     Deleted,
     #[serde(other)]
     Unknown,
+}
+
+impl ReplicaPhase {
+    /// The name as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplicaPhase::Creating => "Creating",
+            ReplicaPhase::Pending => "Pending",
+            ReplicaPhase::Running => "Running",
+            ReplicaPhase::Succeeded => "Succeeded",
+            ReplicaPhase::Failed => "Failed",
+            ReplicaPhase::Deleted => "Deleted",
+            ReplicaPhase::Unknown => "Unknown",
+        }
+    }
 }
 
 /// The replica types of a TensorFlow job, in the order they are listed

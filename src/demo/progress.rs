@@ -45,18 +45,6 @@ impl fmt::Display for JobKey {
     }
 }
 
-pub fn phase_name(phase: JobPhase) -> &'static str {
-    match phase {
-        JobPhase::Pending => "Pending",
-        JobPhase::Running => "Running",
-        JobPhase::Paused => "Paused",
-        JobPhase::Resuming => "Resuming",
-        JobPhase::Succeeded => "Succeeded",
-        JobPhase::Failed => "Failed",
-        JobPhase::Unknown => "Unknown",
-    }
-}
-
 /// A phase a manifest may expect, in any letter case (`Unknown` is no goal).
 pub fn parse_phase(text: &str) -> Option<JobPhase> {
     [
@@ -68,19 +56,7 @@ pub fn parse_phase(text: &str) -> Option<JobPhase> {
         JobPhase::Failed,
     ]
     .into_iter()
-    .find(|p| phase_name(*p).eq_ignore_ascii_case(text.trim()))
-}
-
-fn replica_phase_name(phase: ReplicaPhase) -> &'static str {
-    match phase {
-        ReplicaPhase::Creating => "Creating",
-        ReplicaPhase::Pending => "Pending",
-        ReplicaPhase::Running => "Running",
-        ReplicaPhase::Succeeded => "Succeeded",
-        ReplicaPhase::Failed => "Failed",
-        ReplicaPhase::Deleted => "Deleted",
-        ReplicaPhase::Unknown => "Unknown",
-    }
+    .find(|p| p.as_str().eq_ignore_ascii_case(text.trim()))
 }
 
 /// `1 job`, `2 jobs`.
@@ -118,8 +94,8 @@ fn describe(
 ) -> String {
     let names = compress(names);
     let mut text = match cluster {
-        Some(cluster) => format!("{names} on {cluster}: {}", replica_phase_name(phase)),
-        None => format!("{names}: {}", replica_phase_name(phase)),
+        Some(cluster) => format!("{names} on {cluster}: {}", phase.as_str()),
+        None => format!("{names}: {}", phase.as_str()),
     };
     if let Some(detail) = detail {
         text.push_str(&format!(" ({detail})"));
@@ -263,9 +239,9 @@ pub fn changes(before: &JobView, after: &JobView) -> Vec<String> {
     {
         match (&after.failure, phase) {
             (Some(failure), JobPhase::Failed) => {
-                lines.push(format!("phase {} ({failure})", phase_name(phase)));
+                lines.push(format!("phase {} ({failure})", phase.as_str()));
             }
-            _ => lines.push(format!("phase {}", phase_name(phase))),
+            _ => lines.push(format!("phase {}", phase.as_str())),
         }
     } else if after.failure != before.failure
         && let Some(failure) = &after.failure
@@ -364,7 +340,7 @@ impl Tracked {
     }
 
     fn phase_text(&self) -> &'static str {
-        self.view.phase.map_or("-", phase_name)
+        self.view.phase.map_or("-", JobPhase::as_str)
     }
 }
 
@@ -433,7 +409,7 @@ impl Tracker {
         Some(Line {
             at: now,
             job: job.key.to_string(),
-            text: format!("submitted (expected phase {})", phase_name(job.expected)),
+            text: format!("submitted (expected phase {})", job.expected.as_str()),
         })
     }
 
@@ -507,7 +483,7 @@ impl Tracker {
     /// Why a job did not reach its expected phase; `None` when it did.
     fn failure(&self, job: &Tracked) -> Option<String> {
         let phase = job.view.phase;
-        let expected = phase_name(job.expected);
+        let expected = job.expected.as_str();
         let detail = job
             .view
             .failure
@@ -573,7 +549,10 @@ impl Tracker {
                 (_, None) => ("queued".to_string(), String::new(), String::new()),
                 _ => (
                     // Submitted, and the controller has written no status yet.
-                    job.view.phase.map_or("submitted", phase_name).to_string(),
+                    job.view
+                        .phase
+                        .map_or("submitted", JobPhase::as_str)
+                        .to_string(),
                     job.view.total_restarts().to_string(),
                     job.duration(now).map(seconds).unwrap_or_default(),
                 ),
@@ -603,7 +582,7 @@ impl Tracker {
                 Some(_) => match &job.end {
                     Some(End::TimedOut(_)) => "timed out".to_string(),
                     Some(End::NotSubmitted(_)) => "not submitted".to_string(),
-                    _ => format!("expected {}", phase_name(job.expected)),
+                    _ => format!("expected {}", job.expected.as_str()),
                 },
             };
             rows.push(vec![
@@ -658,7 +637,7 @@ fn job_details(job: &Tracked, timeout: Duration, width: usize) -> Vec<String> {
     for (cluster, groups) in clusters {
         let text: Vec<String> = groups
             .iter()
-            .map(|(phase, names)| format!("{} {}", replica_phase_name(*phase), compress(names)))
+            .map(|(phase, names)| format!("{} {}", phase.as_str(), compress(names)))
             .collect();
         lines.push(format!("{cluster:<width$}  {}", text.join(" · ")));
     }

@@ -111,30 +111,6 @@ impl PlacementOutcome {
     }
 }
 
-fn job_phase(phase: JobPhase) -> &'static str {
-    match phase {
-        JobPhase::Pending => "Pending",
-        JobPhase::Running => "Running",
-        JobPhase::Paused => "Paused",
-        JobPhase::Resuming => "Resuming",
-        JobPhase::Succeeded => "Succeeded",
-        JobPhase::Failed => "Failed",
-        JobPhase::Unknown => "Unknown",
-    }
-}
-
-fn replica_phase(phase: ReplicaPhase) -> &'static str {
-    match phase {
-        ReplicaPhase::Creating => "Creating",
-        ReplicaPhase::Pending => "Pending",
-        ReplicaPhase::Running => "Running",
-        ReplicaPhase::Succeeded => "Succeeded",
-        ReplicaPhase::Failed => "Failed",
-        ReplicaPhase::Deleted => "Deleted",
-        ReplicaPhase::Unknown => "Unknown",
-    }
-}
-
 /// Why a replica is restarted, from how its pod ended: the signals behind
 /// the exit codes `ExitCode` retries, a success (`Always`), or any other
 /// failure.
@@ -374,7 +350,7 @@ impl Metrics {
         // Series with a bounded set of values exist from the start, so that
         // rates see their first increase.
         for phase in JOB_PHASES {
-            metrics.jobs.with_label_values(&[job_phase(phase)]);
+            metrics.jobs.with_label_values(&[phase.as_str()]);
         }
         for outcome in [OUTCOME_SUCCEEDED, OUTCOME_FAILED] {
             metrics.completions.with_label_values(&[outcome]);
@@ -570,7 +546,7 @@ impl JobCensus {
 
     fn show(&self, phase: Option<JobPhase>) {
         let mut shown = self.phase.lock().unwrap_or_else(|e| e.into_inner());
-        let label = |p: Option<JobPhase>| p.map(|p| [job_phase(p)]);
+        let label = |p: Option<JobPhase>| p.map(|p| [p.as_str()]);
         moved(
             &self.alive.metrics.jobs,
             label(*shown).as_ref().map(|l| &l[..]),
@@ -601,7 +577,7 @@ impl ReplicaCensus {
 
     fn set(&self, phase: Option<ReplicaPhase>) {
         let mut shown = self.phase.lock().unwrap_or_else(|e| e.into_inner());
-        let label = |p: Option<ReplicaPhase>| p.map(|p| [self.cluster.as_str(), replica_phase(p)]);
+        let label = |p: Option<ReplicaPhase>| p.map(|p| [self.cluster.as_str(), p.as_str()]);
         moved(
             &self.alive.metrics.replicas,
             label(*shown).as_ref().map(|l| &l[..]),
