@@ -1396,3 +1396,52 @@ async fn a_restarted_controller_keeps_a_split_job_where_it_was_placed() {
         controller_problems(&f._sim.dir)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_controller_cleans_up_after_a_finished_job_on_every_cluster() {
+    let mut f = Federation::start().await;
+    f.submit(gpu_job(
+        "finished",
+        &[("worker", 3, 2)],
+        json!({"runPolicy": {"cleanUpPolicy": "all"}}),
+        "60",
+    ))
+    .await;
+    f.wait_phase("finished", "Running", Duration::from_secs(20))
+        .await;
+    assert_eq!(
+        f.pods_by_cluster("finished").await.len(),
+        2,
+        "split over both members"
+    );
+    // The job ends while no controller runs (as if one died right after
+    // writing the final status): its pods are left over everywhere.
+    let _ = f.controller.0.kill();
+    let _ = f.controller.0.wait();
+    f.jobs()
+        .patch_status(
+            "finished",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+        )
+        .await
+        .expect("status written");
+    f.restart_controller();
+    for cluster in ["member-1", "member-2"] {
+        let pods: Api<Pod> = Api::namespaced(f.clients[cluster].clone(), "default");
+        let services: Api<k8s_openapi::api::core::v1::Service> =
+            Api::namespaced(f.clients[cluster].clone(), "default");
+        sim_kube::eventually_within(
+            &format!("the leftovers on {cluster} deleted"),
+            Duration::from_secs(20),
+            async || {
+                let selector =
+                    ListParams::default().labels("federation.tfjob.io/job-name=finished");
+                let left = pods.list(&selector).await.ok()?.items.len()
+                    + services.list(&selector).await.ok()?.items.len();
+                (left == 0).then_some(())
+            },
+        )
+        .await;
+    }
+}

@@ -24,6 +24,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::Shared;
+use super::cluster::ClusterHandle;
 use super::members::{MemberSupervisor, Place, Placed, PlacementDecided, Release, Resolve, Target};
 use super::replica::{Abandon, Finish, ReplicaActor, ReplicaReport, Restart, Teardown, TornDown};
 use crate::api::{
@@ -1043,8 +1044,9 @@ impl JobActor {
         }
     }
 
-    /// After a restart, a finished job's pods that the clean-up policy
-    /// removes may still exist: delete them from the cache's view.
+    /// After a restart, a finished job's pods (and their services) that the
+    /// clean-up policy removes may still exist, on any cluster of its
+    /// placement: each cluster's cache, once synced, says which.
     fn clean_up_leftovers(&mut self, ctx: &mut Context<Self>) {
         let uid = self.job.uid().unwrap_or_default();
         let policy = self
@@ -1055,26 +1057,54 @@ impl JobActor {
         let deadline = status::condition(&self.status.conditions, Cond::Failed)
             .and_then(|c| c.reason.as_deref())
             == Some(lifecycle::REASON_DEADLINE);
-        let leftovers = self
-            .shared
-            .home
-            .cached_pods(|p| p.labels().get(builders::JOB_UID_LABEL) == Some(&uid));
-        let api: Api<k8s_openapi::api::core::v1::Pod> =
-            Api::namespaced(self.shared.home.client.clone(), &self.namespace());
-        for pod in leftovers {
-            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-            let delete = deadline || lifecycle::clean_up_deletes(policy, phase);
-            if delete && pod.metadata.deletion_timestamp.is_none() {
-                let api = api.clone();
-                let name = pod.name_any();
-                ctx.spawn(
-                    async move {
-                        let _ = api.delete(&name, &Default::default()).await;
+        let home = self.shared.home.clone();
+        let mut clusters = crate::placement::Recorded::of(self.job.annotations())
+            .clusters()
+            .unwrap_or_default();
+        clusters.insert(home.name.clone());
+        let resolve = self.placer.send(Resolve(clusters.into_iter().collect()));
+        let namespace = self.namespace();
+        let job = self.name();
+        ctx.spawn(
+            async move {
+                let handles: Vec<ClusterHandle> = match resolve.await {
+                    Ok(Ok(targets)) => targets.into_values().map(|t| t.handle).collect(),
+                    // A member lost or gone: its sweep, if it returns, is all we can do.
+                    _ => vec![home],
+                };
+                for cluster in handles {
+                    cluster.wait_synced().await;
+                    let leftovers = cluster
+                        .cached_pods(|p| p.labels().get(builders::JOB_UID_LABEL) == Some(&uid));
+                    let pods: Api<k8s_openapi::api::core::v1::Pod> =
+                        Api::namespaced(cluster.client.clone(), &namespace);
+                    let services: Api<k8s_openapi::api::core::v1::Service> =
+                        Api::namespaced(cluster.client.clone(), &namespace);
+                    for pod in leftovers {
+                        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+                        let delete = deadline || lifecycle::clean_up_deletes(policy, phase);
+                        if !delete || pod.metadata.deletion_timestamp.is_some() {
+                            continue;
+                        }
+                        // The replica's service has the pod's name.
+                        let name = pod.name_any();
+                        for result in [
+                            pods.delete(&name, &Default::default()).await.map(|_| ()),
+                            services.delete(&name, &Default::default()).await.map(|_| ()),
+                        ] {
+                            match result {
+                                Ok(()) => {}
+                                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                                Err(e) => {
+                                    tracing::warn!(%job, cluster = %cluster.name, object = %name, error = %e, "cleaning up after the job failed")
+                                }
+                            }
+                        }
                     }
-                    .into_actor(self),
-                );
+                }
             }
-        }
+            .into_actor(self),
+        );
     }
 
     fn on_exit(&mut self, ctx: &mut Context<Self>, view: &ReplicaView) {
