@@ -1,7 +1,8 @@
 //! The CRDs: the committed copy matches the generated one, the schema is
 //! structural, the example jobs parse and validate, and a simulated cluster
 //! driven by the real kubectl accepts the CRD and the examples (strict field
-//! validation, so a field the schema lacks fails) and prints the columns.
+//! validation, so a field the schema lacks fails) and prints the columns;
+//! the deployment manifests in `deploy/` apply and hold together.
 
 #[path = "common/kubectl.rs"]
 mod kubectl_support;
@@ -186,4 +187,69 @@ fn kubectl_applies_the_crd_and_the_examples() {
     let by_category = kubectl.ok(&["get", "t9k"]).table();
     let listed: Vec<&str> = by_category[1..].iter().map(|row| row[0].as_str()).collect();
     assert_eq!(listed, names);
+}
+
+#[test]
+fn deploy_manifests_apply_with_kubectl_and_hold_together() {
+    let kubectl = Kubectl::start("deploy");
+    let path = |p: &str| repo_path(p).display().to_string();
+    kubectl.ok(&[
+        "apply",
+        "-f",
+        &path(COMMITTED),
+        "-f",
+        &path("deploy/controller.yaml"),
+        "-f",
+        &path("deploy/member-rbac.yaml"),
+    ]);
+    let deployment: k8s_openapi::api::apps::v1::Deployment =
+        serde_json::from_value(kubectl.json(&[
+            "get",
+            "deployment",
+            "-n",
+            "tfjob-federator",
+            "tfjob-federator",
+            "-o",
+            "json",
+        ]))
+        .expect("a Deployment");
+    let pod = deployment.spec.template.spec.expect("a pod template");
+    assert_eq!(pod.service_account_name.as_deref(), Some("tfjob-federator"));
+    let args = pod.containers[0].args.clone().unwrap_or_default();
+    let config_at = args
+        .iter()
+        .position(|a| a == "--config")
+        .and_then(|i| args.get(i + 1))
+        .expect("--config FILE");
+    let mount = pod.containers[0]
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| config_at.starts_with(&m.mount_path))
+        .expect("the config file is mounted");
+    assert_eq!(mount.name, "config");
+    // The settings in the ConfigMap are ones `run --config` accepts.
+    let config_map: k8s_openapi::api::core::v1::ConfigMap =
+        serde_json::from_value(kubectl.json(&[
+            "get",
+            "configmap",
+            "-n",
+            "tfjob-federator",
+            "tfjob-federator",
+            "-o",
+            "json",
+        ]))
+        .expect("a ConfigMap");
+    let file = config_at.rsplit('/').next().unwrap_or_default();
+    let settings = config_map
+        .data
+        .and_then(|d| d.get(file).cloned())
+        .expect("the config file in the ConfigMap");
+    serde_yaml::from_str::<tfjob_federator::config::ControllerConfig>(&settings)
+        .expect("valid controller settings");
+    for role in ["tfjob-federator", "tfjob-federator-member"] {
+        let bound = kubectl.json(&["get", "clusterrolebinding", role, "-o", "json"]);
+        assert_eq!(bound["roleRef"]["name"], role);
+        kubectl.ok(&["get", "clusterrole", role]);
+    }
 }

@@ -348,6 +348,24 @@ async fn observed(members: &Api<MemberCluster>, name: &str) {
     .await;
 }
 
+/// Installs a schemaless, namespaced CRD for `resource` (as a third party would).
+async fn install_crd(client: &kube::Client, resource: &kube::api::ApiResource) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{}.{}", resource.plural, resource.group)},
+        "spec": {"group": resource.group, "scope": "Namespaced",
+            "names": {"plural": resource.plural, "singular": resource.kind.to_lowercase(), "kind": resource.kind},
+            "versions": [{"name": resource.version, "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+    }))
+    .expect("valid CRD");
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&Default::default(), &crd)
+        .await
+        .unwrap_or_else(|e| panic!("{} CRD installed: {e}", resource.kind));
+}
+
 /// `PUT /_sim/faults` on a simulated cluster (answered even when partitioned).
 async fn set_faults(client: &kube::Client, faults: serde_json::Value) {
     let request = hyper::Request::put("/_sim/faults")
@@ -888,19 +906,11 @@ async fn the_higher_priority_job_gets_freed_capacity_first() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_with_export_services_get_a_service_export_per_service() {
     let f = Federation::start().await;
-    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "serviceexports.multicluster.x-k8s.io"},
-        "spec": {"group": "multicluster.x-k8s.io", "scope": "Namespaced",
-            "names": {"plural": "serviceexports", "singular": "serviceexport", "kind": "ServiceExport"},
-            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
-    }))
-    .expect("valid CRD");
-    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(f.clients["member-1"].clone());
-    crds.create(&Default::default(), &crd)
-        .await
-        .expect("ServiceExport CRD installed on member-1");
+    install_crd(
+        &f.clients["member-1"],
+        &tfjob_federator::builders::service_export_resource(),
+    )
+    .await;
     let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
     let export = json!({"spec": {"exportServices": true}});
     members
@@ -1443,5 +1453,156 @@ async fn a_restarted_controller_cleans_up_after_a_finished_job_on_every_cluster(
             },
         )
         .await;
+    }
+}
+
+/// The ClusterRole named `name` in a manifest of several documents.
+fn cluster_role(manifest: &str, name: &str) -> k8s_openapi::api::rbac::v1::ClusterRole {
+    use serde::Deserialize;
+    serde_yaml::Deserializer::from_str(manifest)
+        .filter_map(|doc| serde_json::Value::deserialize(doc).ok())
+        .filter(|doc| doc["kind"] == "ClusterRole" && doc["metadata"]["name"] == name)
+        .find_map(|doc| serde_json::from_value(doc).ok())
+        .unwrap_or_else(|| panic!("ClusterRole {name} in the manifest"))
+}
+
+fn role_allows(role: &k8s_openapi::api::rbac::v1::ClusterRole, access: &serde_json::Value) -> bool {
+    let field = |k: &str| access[k].as_str().unwrap_or_default().to_string();
+    let (group, resource, verb) = (field("apiGroup"), field("resource"), field("verb"));
+    let has = |list: &Option<Vec<String>>, want: &str| {
+        list.as_ref()
+            .is_some_and(|l| l.iter().any(|x| x == want || x == "*"))
+    };
+    role.rules.iter().flatten().any(|rule| {
+        has(&rule.api_groups, &group)
+            && has(&rule.resources, &resource)
+            && rule.verbs.iter().any(|v| v == &verb || v == "*")
+    })
+}
+
+/// The kinds of requests the controller made on a cluster (`GET /_sim/requests`).
+async fn controller_accesses(client: &kube::Client) -> Vec<serde_json::Value> {
+    let request = hyper::Request::get("/_sim/requests")
+        .body(Vec::new())
+        .expect("request");
+    let text = client.request_text(request).await.expect("/_sim/requests");
+    let all: Vec<serde_json::Value> = serde_json::from_str(&text).expect("a JSON list");
+    let ours = format!("tfjob-federator/{}", env!("CARGO_PKG_VERSION"));
+    all.into_iter()
+        .filter(|a| a["userAgent"] == ours.as_str())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_rbac_allows_every_request_the_controller_makes() {
+    let f = Federation::start_with("1", FAST_LOSS).await;
+    let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
+    install_crd(
+        &f.clients["member-1"],
+        &tfjob_federator::builders::service_export_resource(),
+    )
+    .await;
+    install_crd(
+        &f.clients["home"],
+        &tfjob_federator::builders::tensorboard_resource(),
+    )
+    .await;
+    members
+        .patch(
+            "member-1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"exportServices": true}})),
+        )
+        .await
+        .expect("exports on member-1");
+    observed(&members, "member-1").await;
+    // Everything a job can ask for, on every cluster.
+    let everything = json!({
+        "scheduler": {"t9kScheduler": {"queue": "default"}, "federation": {"strategy": "Spread"}},
+        "tensorboardSpec": {"image": "tensorflow/tensorflow:2.15.0", "trainingLogFilesets": ["t9k://pvc/logs/a"]},
+        "runPolicy": {"cleanUpPolicy": "all"},
+    });
+    f.submit(gpu_job(
+        "audited",
+        &[("worker", 3, 1)],
+        everything.clone(),
+        "1",
+    ))
+    .await;
+    f.wait_phase("audited", "Succeeded", Duration::from_secs(30))
+        .await;
+    // Deleted while member-2 is lost: teardown, then the sweep when it returns.
+    f.submit(gpu_job("abandoned", &[("worker", 3, 1)], everything, "60"))
+        .await;
+    f.wait_phase("abandoned", "Running", Duration::from_secs(20))
+        .await;
+    set_faults(&f.clients["member-2"], json!({"partitioned": true})).await;
+    f.jobs()
+        .delete("abandoned", &Default::default())
+        .await
+        .expect("delete accepted");
+    let jobs = f.jobs();
+    sim_kube::eventually_within("the job gone", Duration::from_secs(20), async || {
+        jobs.get_opt("abandoned")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    set_faults(&f.clients["member-2"], json!({"partitioned": false})).await;
+    let pods: Api<Pod> = Api::namespaced(f.clients["member-2"].clone(), "default");
+    sim_kube::eventually_within("member-2 swept", Duration::from_secs(20), async || {
+        let selector = ListParams::default().labels("federation.tfjob.io/job-name=abandoned");
+        pods.list(&selector)
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+
+    let controller = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/controller.yaml"),
+    )
+    .expect("deploy/controller.yaml");
+    let member = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/member-rbac.yaml"),
+    )
+    .expect("deploy/member-rbac.yaml");
+    let home_role = cluster_role(&controller, "tfjob-federator");
+    let member_role = cluster_role(&member, "tfjob-federator-member");
+    for (cluster, role, must) in [
+        (
+            "home",
+            &home_role,
+            (
+                "batch.tensorstack.dev",
+                "tensorflowtrainingjobs/status",
+                "patch",
+            ),
+        ),
+        (
+            "member-1",
+            &member_role,
+            ("multicluster.x-k8s.io", "serviceexports", "create"),
+        ),
+        ("member-2", &member_role, ("", "pods", "delete")),
+    ] {
+        let accesses = controller_accesses(&f.clients[cluster]).await;
+        assert!(
+            accesses
+                .iter()
+                .any(|a| a["apiGroup"] == must.0 && a["resource"] == must.1 && a["verb"] == must.2),
+            "{cluster}: the controller's requests were recorded: {accesses:?}"
+        );
+
+        let denied: Vec<&serde_json::Value> =
+            accesses.iter().filter(|a| !role_allows(role, a)).collect();
+        assert!(
+            denied.is_empty(),
+            "{cluster}: requests the shipped ClusterRole does not allow: {denied:?}"
+        );
     }
 }

@@ -118,6 +118,14 @@ pub async fn admin(cluster: &Cluster, path: &str, req: Request<Incoming>) -> Res
                 Err(e) => error_response(&e),
             }
         }
+        (Method::GET, "requests") => {
+            let accesses: Vec<super::Access> = cluster
+                .accesses
+                .lock()
+                .map(|a| a.iter().cloned().collect())
+                .unwrap_or_default();
+            json_response(StatusCode::OK, &json!(accesses))
+        }
         (Method::POST, "drop-watches") => {
             cluster.drop_watches.send_modify(|n| *n += 1);
             json_response(StatusCode::OK, &json!({"dropped": true}))

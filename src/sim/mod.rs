@@ -62,6 +62,20 @@ pub struct Cluster {
     faults: faults::FaultState,
     drop_watches: signal::Sender<u64>,
     shutdown: signal::Receiver<bool>,
+    /// Every kind of request served, by client (`GET /_sim/requests`).
+    accesses: std::sync::Mutex<std::collections::BTreeSet<Access>>,
+}
+
+/// One kind of resource request a client made: what an RBAC rule would
+/// have to allow.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Access {
+    pub user_agent: String,
+    pub verb: &'static str,
+    pub api_group: String,
+    /// The plural, with `/status` for the status subresource.
+    pub resource: String,
 }
 
 /// A running simulated cluster; dropping it does not stop it, `stop` does.
@@ -107,6 +121,7 @@ pub async fn start_cluster(name: &str, options: &SimOptions) -> std::io::Result<
         faults: faults::FaultState::default(),
         drop_watches: signal::channel(0).0,
         shutdown: shutdown.clone(),
+        accesses: Default::default(),
     });
     install_pod_group_crd(&cluster);
     nodes::create(&cluster, &options.nodes);

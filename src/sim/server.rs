@@ -212,6 +212,7 @@ async fn resource(
     };
     let ty = rr.ty.clone();
     let ns = rr.namespace.clone().unwrap_or_default();
+    record_access(cluster, &rr, &method, &query, user_agent.as_deref());
     match (method, rr.name.clone()) {
         (Method::GET, None) if query.flag("watch") => {
             watch::serve(cluster.clone(), rr, &query, repr)
@@ -333,6 +334,40 @@ async fn resource(
         _ => Err(ApiError::method_not_allowed(
             "the server does not allow this method on the requested resource",
         )),
+    }
+}
+
+/// Notes the kind of request for `GET /_sim/requests`.
+fn record_access(
+    cluster: &Cluster,
+    rr: &ResourceRequest,
+    method: &Method,
+    query: &Query,
+    user_agent: Option<&str>,
+) {
+    let verb = match (method, rr.name.is_some()) {
+        (&Method::GET, true) => "get",
+        (&Method::GET, false) if query.flag("watch") => "watch",
+        (&Method::GET, false) => "list",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, true) => "delete",
+        (&Method::DELETE, false) => "deletecollection",
+        _ => return,
+    };
+    let access = super::Access {
+        user_agent: user_agent.unwrap_or_default().to_string(),
+        verb,
+        api_group: rr.ty.group.clone(),
+        resource: if rr.status {
+            format!("{}/status", rr.ty.plural)
+        } else {
+            rr.ty.plural.clone()
+        },
+    };
+    if let Ok(mut accesses) = cluster.accesses.lock() {
+        accesses.insert(access);
     }
 }
 

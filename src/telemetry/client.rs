@@ -16,6 +16,9 @@ use tower::{Layer, Service};
 
 use super::Metrics;
 
+/// The User-Agent of every request the controller makes.
+pub const USER_AGENT: &str = concat!("tfjob-federator/", env!("CARGO_PKG_VERSION"));
+
 /// A client for `config` whose requests are counted under `cluster`.
 pub fn instrumented_client(
     config: kube::Config,
@@ -26,6 +29,12 @@ pub fn instrumented_client(
         cluster: cluster.into(),
         metrics,
     };
+    let mut config = config;
+    // API servers log it (audit, `managedFields` of updates): it names us.
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(USER_AGENT),
+    ));
     Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
 }
 
