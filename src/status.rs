@@ -9,8 +9,9 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{
-    Aggregate, ConditionStatus, ContainerStatus, JobCondition, JobConditionType, ReplicaKey,
-    ReplicaPhase, ReplicaStatus, ReplicaType, TaskStatus, TensorFlowTrainingJobStatus,
+    Aggregate, ConditionStatus, ContainerStatus, DependentReference, DependentStatus, JobCondition,
+    JobConditionType, ReplicaKey, ReplicaPhase, ReplicaStatus, ReplicaType, TaskStatus,
+    TensorFlowTrainingJobStatus,
 };
 
 /// What the job knows about one replica.
@@ -293,6 +294,78 @@ pub fn condition(
         .find(|c| c.condition_type == condition_type)
 }
 
+/// The job's `status.tensorboard` from its TensorBoard as last seen: ready
+/// once the TensorBoard's own `status.phase` is Running. A TensorBoard
+/// without a status yet was just created.
+pub fn tensorboard(board: &kube::api::DynamicObject) -> DependentStatus {
+    use kube::ResourceExt;
+    let resource = crate::builders::tensorboard_resource();
+    let name = board.name_any();
+    let phase = board.data.pointer("/status/phase").and_then(|p| p.as_str());
+    let (action, ready, note) = match phase {
+        Some("Running") => ("NOP", true, format!("TensorBoard [{name}] is ready")),
+        Some(phase) => (
+            "NOP",
+            false,
+            format!("TensorBoard [{name}] is not ready: it is {phase}"),
+        ),
+        None => (
+            "Create",
+            false,
+            format!("TensorBoard [{name}] is created and not ready yet"),
+        ),
+    };
+    DependentStatus {
+        action: Some(action.into()),
+        dependent: Some(DependentReference {
+            api_version: resource.api_version,
+            kind: resource.kind,
+            name,
+            namespace: board.namespace(),
+            uid: board.uid(),
+        }),
+        note: Some(note),
+        ready,
+        reason: Some(
+            if ready {
+                "DependentReady"
+            } else {
+                "DependentNotReady"
+            }
+            .into(),
+        ),
+        status_type: Some("Normal".into()),
+    }
+}
+
+/// The job's `status.tensorboard` when its TensorBoard cannot be created:
+/// `crd_missing` when the cluster does not serve TensorBoards at all.
+pub fn tensorboard_failed(name: &str, crd_missing: bool, error: &str) -> DependentStatus {
+    let resource = crate::builders::tensorboard_resource();
+    let (note, reason) = if crd_missing {
+        (
+            format!(
+                "TensorBoard {name} cannot be created: the TensorBoard CRD ({}.{}) is not installed in the cluster",
+                resource.plural, resource.group
+            ),
+            "CRDNotInstalled",
+        )
+    } else {
+        (
+            format!("TensorBoard {name} cannot be created: {error}"),
+            "DependentError",
+        )
+    };
+    DependentStatus {
+        action: Some("Create".into()),
+        note: Some(note),
+        ready: false,
+        reason: Some(reason.into()),
+        status_type: Some("Warning".into()),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,5 +568,63 @@ mod tests {
             &t2
         ));
         assert_eq!(c[0].last_transition_time, Some(t2));
+    }
+
+    #[test]
+    fn tensorboard_readiness_follows_its_phase() {
+        let board = |status: serde_json::Value| {
+            let mut object =
+                kube::api::DynamicObject::new("mnist", &crate::builders::tensorboard_resource())
+                    .within("ml")
+                    .data(serde_json::json!({"spec": {}, "status": status}));
+            object.metadata.uid = Some("u-1".into());
+            object
+        };
+        let created = tensorboard(&board(serde_json::Value::Null));
+        assert!(!created.ready);
+        assert_eq!(created.action.as_deref(), Some("Create"));
+        assert_eq!(created.reason.as_deref(), Some("DependentNotReady"));
+        let starting = tensorboard(&board(serde_json::json!({"phase": "Initializing"})));
+        assert!(!starting.ready);
+        assert_eq!(
+            starting.note.as_deref(),
+            Some("TensorBoard [mnist] is not ready: it is Initializing")
+        );
+        let running = tensorboard(&board(serde_json::json!({"phase": "Running"})));
+        assert!(running.ready);
+        assert_eq!(running.action.as_deref(), Some("NOP"));
+        assert_eq!(running.reason.as_deref(), Some("DependentReady"));
+        assert_eq!(
+            running.note.as_deref(),
+            Some("TensorBoard [mnist] is ready")
+        );
+        let dependent = running.dependent.expect("reference");
+        assert_eq!(
+            (
+                dependent.api_version.as_str(),
+                dependent.kind.as_str(),
+                dependent.name.as_str()
+            ),
+            ("tensorstack.dev/v1beta1", "TensorBoard", "mnist")
+        );
+        assert_eq!(
+            (dependent.namespace.as_deref(), dependent.uid.as_deref()),
+            (Some("ml"), Some("u-1"))
+        );
+    }
+
+    #[test]
+    fn a_tensorboard_that_cannot_be_made_says_why() {
+        let missing = tensorboard_failed("mnist", true, "404");
+        assert_eq!(missing.reason.as_deref(), Some("CRDNotInstalled"));
+        assert!(
+            missing
+                .note
+                .unwrap_or_default()
+                .contains("tensorboards.tensorstack.dev")
+        );
+        let other = tensorboard_failed("mnist", false, "forbidden");
+        assert_eq!(other.reason.as_deref(), Some("DependentError"));
+        assert!(!other.ready);
     }
 }

@@ -765,6 +765,32 @@ async fn tensorboard_is_created_and_reported() {
         ("tensorstack.dev/v1beta1", "TensorBoard", "board")
     );
     assert_eq!(dependent.uid, created.uid());
+    assert!(!board.ready, "nothing runs the TensorBoard yet");
+    assert_eq!(board.reason.as_deref(), Some("DependentNotReady"));
+    // Acting as the TensorBoard's controller: it is Running, so the job's
+    // status says it is ready.
+    boards
+        .patch_status(
+            "board",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running"}})),
+        )
+        .await
+        .expect("TensorBoard status written");
+    let ready = env
+        .wait_job("board", "its TensorBoard ready", |j| {
+            j.status
+                .as_ref()
+                .and_then(|s| s.tensorboard.as_ref())
+                .is_some_and(|t| t.ready)
+        })
+        .await
+        .status
+        .and_then(|s| s.tensorboard)
+        .expect("tensorboard status");
+    assert_eq!(ready.reason.as_deref(), Some("DependentReady"));
+    assert_eq!(ready.note.as_deref(), Some("TensorBoard [board] is ready"));
+    assert_eq!(ready.action.as_deref(), Some("NOP"));
     env.wait_phase("board", JobPhase::Succeeded).await;
 }
 

@@ -28,9 +28,8 @@ use super::cluster::ClusterHandle;
 use super::members::{MemberSupervisor, Place, Placed, PlacementDecided, Release, Resolve, Target};
 use super::replica::{Abandon, Finish, ReplicaActor, ReplicaReport, Restart, Teardown, TornDown};
 use crate::api::{
-    CleanUpPolicy, ConditionStatus, DependentReference, DependentStatus, JobConditionType as Cond,
-    JobPhase, ReplicaKey, ReplicaPhase, ReplicaType, RestartPolicy, RunModeKind,
-    TensorFlowTrainingJob, TensorFlowTrainingJobStatus,
+    CleanUpPolicy, ConditionStatus, JobConditionType as Cond, JobPhase, ReplicaKey, ReplicaPhase,
+    ReplicaType, RestartPolicy, RunModeKind, TensorFlowTrainingJob, TensorFlowTrainingJobStatus,
 };
 use crate::builders::{self, PodMode, PodParams, Topology};
 use crate::lifecycle::{self, Budget, Exit, Verdict};
@@ -68,6 +67,17 @@ struct Failover {
 /// unless the new placement uses them too.
 type RetiredTargets = BTreeMap<String, Target>;
 
+/// The job's TensorBoard as the manager's watch last saw it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct TensorBoardChanged(pub DynamicObject);
+
+/// Asks the JobManager to watch TensorBoards (sent once one was created, so
+/// a cluster without the TensorBoard CRD is never watched for them).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WatchTensorBoards;
+
 /// The job object is gone from the API.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -76,6 +86,7 @@ pub struct JobGone;
 pub struct JobActor {
     shared: Arc<Shared>,
     placer: Addr<MemberSupervisor>,
+    tensorboards: Recipient<WatchTensorBoards>,
     /// Where the replicas run, once decided.
     placement: Option<Placed>,
     /// A placement was asked for and is not decided yet.
@@ -148,6 +159,7 @@ impl JobActor {
     pub fn new(
         shared: Arc<Shared>,
         placer: Addr<MemberSupervisor>,
+        tensorboards: Recipient<WatchTensorBoards>,
         job: Arc<TensorFlowTrainingJob>,
     ) -> JobActor {
         let status = job.status.clone().unwrap_or_default();
@@ -162,6 +174,7 @@ impl JobActor {
             census: shared.metrics.job_census(status.phase),
             shared,
             placer,
+            tensorboards,
             placement: None,
             placing: false,
             start_mode: PodMode::Normal,
@@ -659,7 +672,6 @@ impl JobActor {
                 Api::namespaced_with(client, &ns, &builders::tensorboard_resource());
             let name = board.name_any();
             let board_name = name.clone();
-            let resource = builders::tensorboard_resource();
             ctx.spawn(
                 async move {
                     match api.create(&PostParams::default(), &board).await {
@@ -671,39 +683,15 @@ impl JobActor {
                 .into_actor(self)
                 .map(move |result, act, ctx| {
                     act.status.tensorboard = Some(match result {
-                        Ok(board) => DependentStatus {
-                            action: Some("Create".into()),
-                            dependent: Some(DependentReference {
-                                api_version: resource.api_version.clone(),
-                                kind: resource.kind.clone(),
-                                name: board.name_any(),
-                                namespace: board.namespace(),
-                                uid: board.uid(),
-                            }),
-                            note: Some(format!("TensorBoard [{}] is created", board.name_any())),
-                            ready: true,
-                            reason: Some("DependentReady".into()),
-                            status_type: Some("Normal".into()),
-                        },
-                        Err(kube::Error::Api(e)) if e.code == 404 => DependentStatus {
-                            action: Some("Create".into()),
-                            note: Some(format!(
-                                "TensorBoard {board_name} cannot be created: the TensorBoard CRD ({}.{}) is not installed in the cluster",
-                                resource.plural, resource.group
-                            )),
-                            ready: false,
-                            reason: Some("CRDNotInstalled".into()),
-                            status_type: Some("Warning".into()),
-                            ..Default::default()
-                        },
-                        Err(e) => DependentStatus {
-                            action: Some("Create".into()),
-                            note: Some(format!("TensorBoard cannot be created: {e}")),
-                            ready: false,
-                            reason: Some("DependentError".into()),
-                            status_type: Some("Warning".into()),
-                            ..Default::default()
-                        },
+                        Ok(board) => {
+                            // Its readiness comes from the manager's TensorBoard watch.
+                            act.tensorboards.do_send(WatchTensorBoards);
+                            status::tensorboard(&board)
+                        }
+                        Err(kube::Error::Api(e)) if e.code == 404 => {
+                            status::tensorboard_failed(&board_name, true, &e.to_string())
+                        }
+                        Err(e) => status::tensorboard_failed(&board_name, false, &e.to_string()),
                     });
                     act.schedule_flush(ctx);
                 }),
@@ -1369,6 +1357,15 @@ impl Actor for JobActor {
         // A replica report per pod event: a roomy mailbox for busy jobs.
         ctx.set_mailbox_capacity(1024);
         let lost = self.shared.lost_clusters.subscribe();
+        if self
+            .status
+            .tensorboard
+            .as_ref()
+            .is_some_and(|t| t.dependent.is_some())
+        {
+            // Made by an earlier controller: keep following its readiness.
+            self.tensorboards.do_send(WatchTensorBoards);
+        }
         ctx.add_stream(futures::stream::unfold(lost, |mut lost| async move {
             lost.changed().await.ok()?;
             let now = lost.borrow_and_update().clone();
@@ -1405,6 +1402,19 @@ impl Handler<JobUpdated> for JobActor {
             return;
         }
         self.reconcile(ctx, Some(&previous));
+    }
+}
+
+impl Handler<TensorBoardChanged> for JobActor {
+    type Result = ();
+
+    /// Also after the job ended: a TensorBoard is most useful then.
+    fn handle(&mut self, msg: TensorBoardChanged, ctx: &mut Self::Context) {
+        if self.invalid {
+            return;
+        }
+        self.status.tensorboard = Some(status::tensorboard(&msg.0));
+        self.schedule_flush(ctx);
     }
 }
 

@@ -2,6 +2,8 @@
 //! home pod informer has synced, starts a JobActor per job (by uid) and
 //! forwards every change to it. A job object that does not even parse gets
 //! the InvalidSpec status directly; the rest of the jobs are unaffected.
+//! Once a job has created a TensorBoard, it also watches our TensorBoards on
+//! home (one watch for all jobs) and routes each to its job by uid.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,7 +16,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
 use super::Shared;
-use super::job::{JobActor, JobGone, JobUpdated};
+use super::job::{JobActor, JobGone, JobUpdated, TensorBoardChanged, WatchTensorBoards};
 use super::members::MemberSupervisor;
 use crate::api::TensorFlowTrainingJob;
 use crate::telemetry::metrics::Alive;
@@ -25,11 +27,17 @@ use crate::validation::INVALID_SPEC_REASON;
 #[rtype(result = "()")]
 struct Observed(watcher::Event<DynamicObject>);
 
+#[derive(Message)]
+#[rtype(result = "()")]
+struct TensorBoardObserved(DynamicObject);
+
 pub struct JobManager {
     shared: Arc<Shared>,
     placer: Addr<MemberSupervisor>,
     jobs: HashMap<String, Addr<JobActor>>,
     listing: Vec<String>,
+    /// The TensorBoard watch runs.
+    watching_tensorboards: bool,
     _alive: Alive,
 }
 
@@ -41,10 +49,11 @@ impl JobManager {
             placer,
             jobs: HashMap::new(),
             listing: Vec::new(),
+            watching_tensorboards: false,
         }
     }
 
-    fn apply(&mut self, obj: DynamicObject) {
+    fn apply(&mut self, ctx: &mut Context<Self>, obj: DynamicObject) {
         let uid = obj.uid().unwrap_or_default();
         let job = match serde_json::to_value(&obj)
             .and_then(serde_json::from_value::<TensorFlowTrainingJob>)
@@ -58,7 +67,13 @@ impl JobManager {
         match self.jobs.get(&uid) {
             Some(actor) if actor.connected() => actor.do_send(JobUpdated(job)),
             _ => {
-                let actor = JobActor::new(self.shared.clone(), self.placer.clone(), job).start();
+                let actor = JobActor::new(
+                    self.shared.clone(),
+                    self.placer.clone(),
+                    ctx.address().recipient(),
+                    job,
+                )
+                .start();
                 self.jobs.insert(uid, actor);
             }
         }
@@ -117,10 +132,10 @@ impl Actor for JobManager {
 impl Handler<Observed> for JobManager {
     type Result = ();
 
-    fn handle(&mut self, msg: Observed, _ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: Observed, ctx: &mut Self::Context) {
         let _timer = self.shared.metrics.handling(ActorKind::JobManager);
         match msg.0 {
-            watcher::Event::Apply(obj) => self.apply(obj),
+            watcher::Event::Apply(obj) => self.apply(ctx, obj),
             watcher::Event::Delete(obj) => {
                 if let Some(actor) = self.jobs.remove(&obj.uid().unwrap_or_default()) {
                     actor.do_send(JobGone);
@@ -129,7 +144,7 @@ impl Handler<Observed> for JobManager {
             watcher::Event::Init => self.listing.clear(),
             watcher::Event::InitApply(obj) => {
                 self.listing.push(obj.uid().unwrap_or_default());
-                self.apply(obj);
+                self.apply(ctx, obj);
             }
             watcher::Event::InitDone => {
                 self.shared.readiness.mark(Synced::Jobs);
@@ -147,6 +162,46 @@ impl Handler<Observed> for JobManager {
                     }
                 }
             }
+        }
+    }
+}
+
+impl Handler<WatchTensorBoards> for JobManager {
+    type Result = ();
+
+    fn handle(&mut self, _msg: WatchTensorBoards, ctx: &mut Self::Context) {
+        if std::mem::replace(&mut self.watching_tensorboards, true) {
+            return;
+        }
+        let api: Api<DynamicObject> = Api::all_with(
+            self.shared.home.client.clone(),
+            &crate::builders::tensorboard_resource(),
+        );
+        let boards = watcher(
+            api,
+            watcher::Config::default().labels(crate::builders::MANAGED_SELECTOR),
+        )
+        .default_backoff()
+        .applied_objects();
+        super::forward(
+            boards,
+            ctx.address().recipient(),
+            TensorBoardObserved,
+            "TensorBoard",
+        );
+    }
+}
+
+impl Handler<TensorBoardObserved> for JobManager {
+    type Result = ();
+
+    fn handle(&mut self, msg: TensorBoardObserved, _ctx: &mut Self::Context) {
+        let _timer = self.shared.metrics.handling(ActorKind::JobManager);
+        let Some(uid) = msg.0.labels().get(crate::builders::JOB_UID_LABEL) else {
+            return;
+        };
+        if let Some(job) = self.jobs.get(uid) {
+            job.do_send(TensorBoardChanged(msg.0));
         }
     }
 }
