@@ -46,6 +46,10 @@ pub struct ControllerConfig {
     /// replicas there are re-placed on healthy clusters. A member that is
     /// slow or erroring for less changes nothing.
     pub cluster_lost_timeout_ms: u64,
+    /// With `run --leader-elect`: how long the leader's Lease holds without
+    /// a renewal before a standby replica takes over. The leader renews every
+    /// third of it and stops leading when two thirds pass without a renewal.
+    pub lease_duration_ms: u64,
 }
 
 impl Default for ControllerConfig {
@@ -59,6 +63,7 @@ impl Default for ControllerConfig {
             home_is_target: true,
             member_probe_interval_ms: 5000,
             cluster_lost_timeout_ms: 60_000,
+            lease_duration_ms: 15_000,
         }
     }
 }
@@ -93,6 +98,11 @@ impl ControllerConfig {
     pub fn member_probe_interval(&self) -> Duration {
         // A zero interval would make actix spin.
         Duration::from_millis(self.member_probe_interval_ms.max(1))
+    }
+
+    pub fn lease_duration(&self) -> Duration {
+        // Under a second the renewals would spin.
+        Duration::from_millis(self.lease_duration_ms.max(1000))
     }
 
     pub fn cluster_lost_timeout(&self) -> Duration {

@@ -87,9 +87,22 @@ impl Controller {
 }
 
 /// Starts the controller's actors on the current actix System, with a
-/// client for the home cluster (`home`) whose requests are counted.
+/// client for the home cluster (`home`) whose requests are counted; for a
+/// controller without leader election (it leads at once).
 pub fn start(home: kube::Config, config: ControllerConfig) -> Result<Controller, StartError> {
-    let metrics = Arc::new(Metrics::new()?);
+    let readiness = Readiness::default();
+    readiness.mark(Synced::Leading);
+    start_with(home, config, Arc::new(Metrics::new()?), readiness)
+}
+
+/// As [`start`], with metrics and readiness made earlier (to serve them
+/// while waiting for leadership).
+pub fn start_with(
+    home: kube::Config,
+    config: ControllerConfig,
+    metrics: Arc<Metrics>,
+    readiness: Readiness,
+) -> Result<Controller, StartError> {
     let home = telemetry::instrumented_client(home, &config.home_cluster_name, metrics.clone())?;
     let reporter = Reporter {
         controller: config.event_reporter.clone(),
@@ -99,7 +112,6 @@ pub fn start(home: kube::Config, config: ControllerConfig) -> Result<Controller,
     let (cluster, handle) =
         ClusterActor::new(config.home_cluster_name.clone(), home, metrics.clone());
     let home_actor = cluster.start();
-    let readiness = Readiness::default();
     let (synced, pods) = (readiness.clone(), handle.clone());
     tokio::spawn(async move {
         pods.wait_synced().await;

@@ -8,6 +8,7 @@ pub mod capacity;
 pub mod config;
 pub mod controller;
 pub mod demo;
+pub mod election;
 pub mod join;
 pub mod lifecycle;
 pub mod placement;

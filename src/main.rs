@@ -1,6 +1,7 @@
 //! The `tfjob-federator` command line (contract: ARCHITECTURE.md §6).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -8,8 +9,8 @@ use tfjob_federator::config::ControllerConfig;
 use tfjob_federator::demo::{self, DemoOptions};
 use tfjob_federator::join::{self, JoinOptions};
 use tfjob_federator::sim::{self, NodeShape, SimOptions};
-use tfjob_federator::telemetry::{self, LogFormat};
-use tfjob_federator::{api, controller, plan};
+use tfjob_federator::telemetry::{self, LogFormat, Metrics, Readiness, Synced};
+use tfjob_federator::{api, controller, election, plan};
 
 #[derive(Parser)]
 #[command(
@@ -124,6 +125,17 @@ enum Command {
         /// picks a free port (logged).
         #[arg(long, default_value = "0.0.0.0:8080")]
         metrics_addr: std::net::SocketAddr,
+        /// Run the actors only while this replica holds the Lease
+        /// `tfjob-federator` on home (for several replicas); standbys serve
+        /// /healthz and are not ready. Lease length: `leaseDurationMs`.
+        #[arg(long)]
+        leader_elect: bool,
+        /// The Lease's namespace (default: $POD_NAMESPACE, else tfjob-federator).
+        #[arg(long)]
+        leader_elect_namespace: Option<String>,
+        /// This replica's name in the Lease (default: $HOSTNAME, else random).
+        #[arg(long)]
+        leader_elect_identity: Option<String>,
     },
     /// Dry run: where each replica of a job would go, and why other clusters are passed over.
     Plan {
@@ -185,8 +197,21 @@ fn main() -> anyhow::Result<()> {
             context,
             config,
             metrics_addr,
+            leader_elect,
+            leader_elect_namespace,
+            leader_elect_identity,
         } => {
             let config = ControllerConfig::load(config.as_deref())?;
+            let election = leader_elect.then(|| election::Settings {
+                namespace: leader_elect_namespace
+                    .or_else(|| std::env::var("POD_NAMESPACE").ok())
+                    .unwrap_or_else(|| "tfjob-federator".into()),
+                name: "tfjob-federator".into(),
+                identity: leader_elect_identity
+                    .or_else(|| std::env::var("HOSTNAME").ok())
+                    .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+                lease_duration: config.lease_duration(),
+            });
             // Actors need an actix System; kube futures run on its multi-thread tokio runtime.
             let system = actix::System::with_tokio_rt(|| {
                 tokio::runtime::Builder::new_multi_thread()
@@ -196,12 +221,44 @@ fn main() -> anyhow::Result<()> {
             });
             system.block_on(async move {
                 let home = controller::kube_config(kubeconfig.as_deref(), context).await?;
-                let running = controller::start(home, config)?;
-                let server = telemetry::serve(metrics_addr, running.metrics(), running.readiness())
+                let metrics = Arc::new(Metrics::new()?);
+                let readiness = Readiness::default();
+                let server = telemetry::serve(metrics_addr, metrics.clone(), readiness.clone())
                     .with_context(|| format!("serving metrics on {metrics_addr}"))?;
-                tracing::info!(addr = %server.addr(), "controller started; serving metrics");
-                wait_for_signal().await?;
+                tracing::info!(addr = %server.addr(), "serving metrics");
+                let mut leadership = None;
+                if let Some(settings) = election {
+                    let client = telemetry::instrumented_client(
+                        home.clone(),
+                        &config.home_cluster_name,
+                        metrics.clone(),
+                    )?;
+                    tokio::select! {
+                        led = election::lead(client, settings) => leadership = Some(led),
+                        signal = wait_for_signal() => {
+                            signal?;
+                            server.stop().await;
+                            return Ok(());
+                        }
+                    }
+                }
+                readiness.mark(Synced::Leading);
+                let _running = controller::start_with(home, config, metrics, readiness)?;
+                tracing::info!("controller started");
+                if let Some(leadership) = leadership.as_mut() {
+                    tokio::select! {
+                        signal = wait_for_signal() => signal?,
+                        _ = leadership.lost() => {
+                            anyhow::bail!("lost the leader Lease: stopping, so that only the new leader acts")
+                        }
+                    }
+                } else {
+                    wait_for_signal().await?;
+                }
                 tracing::info!("shutting down");
+                if let Some(leadership) = leadership {
+                    leadership.release().await;
+                }
                 server.stop().await;
                 Ok(())
             })

@@ -379,6 +379,7 @@ async fn readyz_waits_for_the_home_informers_and_healthz_does_not() {
     let system = observe::start(Start {
         clusters: 2,
         partition_home: true,
+        ..Start::default()
     })
     .await;
     let (status, body) = system.get("/healthz").await;

@@ -1,5 +1,6 @@
-//! Readiness: the controller is ready once its home informers have listed
-//! the home cluster once — before that it would act on an empty view. Each
+//! Readiness: the controller is ready once it leads (with leader election;
+//! a standby replica is not ready) and its home informers have listed the
+//! home cluster once — before that it would act on an empty view. Each
 //! requirement latches: a later watch failure is retried by the informer and
 //! does not make the process unready.
 
@@ -13,15 +14,18 @@ pub enum Synced {
     HomePods,
     /// The JobManager's watch of TensorFlowTrainingJobs listed once.
     Jobs,
+    /// This replica leads (at once without leader election).
+    Leading,
 }
 
 impl Synced {
-    const ALL: [Synced; 2] = [Synced::HomePods, Synced::Jobs];
+    const ALL: [Synced; 3] = [Synced::Leading, Synced::HomePods, Synced::Jobs];
 
     fn index(self) -> usize {
         match self {
             Synced::HomePods => 0,
             Synced::Jobs => 1,
+            Synced::Leading => 2,
         }
     }
 
@@ -29,13 +33,14 @@ impl Synced {
         match self {
             Synced::HomePods => "the first list of managed pods on the home cluster",
             Synced::Jobs => "the first list of TensorFlowTrainingJobs",
+            Synced::Leading => "leadership (another replica leads)",
         }
     }
 }
 
 /// Shared by the actors that sync and the server that answers `/readyz`.
 #[derive(Debug, Clone, Default)]
-pub struct Readiness(Arc<[AtomicBool; 2]>);
+pub struct Readiness(Arc<[AtomicBool; 3]>);
 
 impl Readiness {
     pub fn mark(&self, synced: Synced) {
@@ -65,8 +70,10 @@ mod tests {
     fn ready_only_once_everything_synced() {
         let readiness = Readiness::default();
         let shared = readiness.clone();
-        let both = readiness.check().expect_err("nothing synced");
-        assert!(both.contains("managed pods") && both.contains("TensorFlowTrainingJobs"));
+        let all = readiness.check().expect_err("nothing synced");
+        assert!(all.contains("managed pods") && all.contains("TensorFlowTrainingJobs"));
+        assert!(all.contains("leadership"), "{all}");
+        shared.mark(Synced::Leading);
         shared.mark(Synced::Jobs);
         assert_eq!(
             readiness.check(),

@@ -30,13 +30,31 @@ impl Drop for Process {
 }
 
 impl Process {
-    fn kill(&mut self) {
+    /// SIGTERM, then waits (at most `STARTUP`) for the exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let sent = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.0.id().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "SIGTERM sent");
+        let deadline = Instant::now() + STARTUP;
+        loop {
+            if let Ok(Some(status)) = self.0.try_wait() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "no exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn kill(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
 
     /// Panics with `what` when the process has exited.
-    fn check_alive(&mut self, what: &str, log: &Path) {
+    pub fn check_alive(&mut self, what: &str, log: &Path) {
         if let Ok(Some(status)) = self.0.try_wait() {
             panic!(
                 "{what} exited early ({status}); its log:\n{}",
@@ -53,6 +71,8 @@ pub struct Start {
     pub clusters: usize,
     /// Partition home before the controller starts (its informers cannot sync).
     pub partition_home: bool,
+    /// More arguments for `run`.
+    pub run_args: Vec<String>,
 }
 
 impl Default for Start {
@@ -60,6 +80,7 @@ impl Default for Start {
         Start {
             clusters: 3,
             partition_home: false,
+            run_args: Vec::new(),
         }
     }
 }
@@ -120,36 +141,7 @@ pub async fn start(options: Start) -> System {
     if options.partition_home {
         set_partitioned(&clusters["home"], true).await;
     }
-    let log = std::fs::File::create(dir.join("controller.log")).expect("controller log");
-    let mut controller = Process(
-        Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
-            .args([
-                "--log-format",
-                "json",
-                "run",
-                "--metrics-addr",
-                "127.0.0.1:0",
-            ])
-            .arg("--kubeconfig")
-            .arg(dir.join("home.kubeconfig"))
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("tfjob-federator run starts"),
-    );
-    let metrics = loop {
-        if let Some(addr) = logged_metrics_addr(&dir.join("controller.log")) {
-            break addr;
-        }
-        controller.check_alive("the controller", &dir.join("controller.log"));
-        assert!(
-            Instant::now() < deadline,
-            "the controller did not log its metrics address"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let (controller, metrics) = start_run(&dir, "controller.log", &options.run_args).await;
     System {
         controller,
         sim: Some(sim),
@@ -220,6 +212,45 @@ pub async fn start_demo(jobs_yaml: &str, metrics: SocketAddr) -> System {
     }
 }
 
+/// A `run` against the home cluster of `dir`, with `extra` arguments and its
+/// JSON log (info) in `dir/log`; returns once it serves its metrics.
+pub async fn start_run(dir: &Path, log: &str, extra: &[String]) -> (Process, SocketAddr) {
+    let log_path = dir.join(log);
+    let log = std::fs::File::create(&log_path).expect("controller log");
+    let mut controller = Process(
+        Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
+            .args([
+                "--log-format",
+                "json",
+                "run",
+                "--metrics-addr",
+                "127.0.0.1:0",
+            ])
+            .arg("--kubeconfig")
+            .arg(dir.join("home.kubeconfig"))
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("tfjob-federator run starts"),
+    );
+    let deadline = Instant::now() + STARTUP;
+    let metrics = loop {
+        if let Some(addr) = logged_metrics_addr(&log_path) {
+            break addr;
+        }
+        controller.check_alive("the controller", &log_path);
+        assert!(
+            Instant::now() < deadline,
+            "the controller did not log its metrics address"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    (controller, metrics)
+}
+
 /// The `addr` the controller logged when it began serving metrics.
 fn logged_metrics_addr(log: &Path) -> Option<SocketAddr> {
     std::fs::read_to_string(log)
@@ -259,6 +290,16 @@ impl System {
     pub fn kubeconfig(&self, cluster: &str) -> String {
         std::fs::read_to_string(self.dir.join(format!("{cluster}.kubeconfig")))
             .unwrap_or_else(|e| panic!("{cluster}.kubeconfig: {e}"))
+    }
+
+    /// Kills the first controller (SIGKILL: no chance to clean up).
+    pub fn kill_controller(&mut self) {
+        self.controller.kill();
+    }
+
+    /// Stops the first controller with SIGTERM; its exit status.
+    pub fn terminate_controller(&mut self) -> std::process::ExitStatus {
+        self.controller.terminate()
     }
 
     pub fn log(&self) -> String {

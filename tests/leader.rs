@@ -1,0 +1,166 @@
+//! Leader election (`run --leader-elect`): of several replicas only the
+//! Lease holder runs the actors and is ready; a standby takes over when the
+//! leader dies (after the Lease expires) or stops (at once: it releases).
+
+#[path = "common/observe.rs"]
+mod observe;
+#[path = "common/kube.rs"]
+mod sim_kube;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use serde_json::json;
+use tfjob_federator::api::TensorFlowTrainingJob;
+
+use observe::{Start, System};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// `run` arguments for a replica named `identity`, with the Lease in `default`.
+fn replica_args(system_dir: &std::path::Path, identity: &str, lease_ms: u64) -> Vec<String> {
+    let config = system_dir.join(format!("{identity}.yaml"));
+    std::fs::write(&config, format!("leaseDurationMs: {lease_ms}\n")).expect("write settings");
+    [
+        "--leader-elect",
+        "--leader-elect-namespace",
+        "default",
+        "--leader-elect-identity",
+        identity,
+        "--config",
+    ]
+    .into_iter()
+    .map(String::from)
+    .chain([config.display().to_string()])
+    .collect()
+}
+
+async fn ready(addr: std::net::SocketAddr) -> (u16, String) {
+    observe::http(&addr.to_string(), "GET", "/readyz", None).await
+}
+
+async fn holder(system: &System) -> Option<String> {
+    let home = sim_kube::client_for(&system.kubeconfig("home")).await;
+    let lease = Api::<Lease>::namespaced(home, "default")
+        .get_opt("tfjob-federator")
+        .await
+        .ok()??;
+    lease.spec?.holder_identity
+}
+
+/// Starts the system with replica `first` leading, returns it once ready.
+async fn first_leading(lease_ms: u64) -> System {
+    let dir = std::env::temp_dir().join(format!("tfjob-leader-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("settings dir");
+    let system = observe::start(Start {
+        clusters: 1,
+        run_args: replica_args(&dir, "first", lease_ms),
+        ..Start::default()
+    })
+    .await;
+    sim_kube::eventually_within("the first replica ready", WAIT, async || {
+        (ready(system.metrics).await.0 == 200).then_some(())
+    })
+    .await;
+    assert_eq!(holder(&system).await.as_deref(), Some("first"));
+    system
+}
+
+async fn submit(system: &System, name: &str, run_seconds: &str) -> Api<TensorFlowTrainingJob> {
+    let home = sim_kube::client_for(&system.kubeconfig("home")).await;
+    let jobs: Api<TensorFlowTrainingJob> = Api::namespaced(home, "default");
+    let job: TensorFlowTrainingJob = serde_json::from_value(json!({
+        "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob",
+        "metadata": {"name": name},
+        "spec": {"replicaSpecs": [{"type": "worker", "replicas": 2, "template": {
+            "metadata": {"annotations": {"sim.federation.tfjob.io/run-seconds": run_seconds}},
+            "spec": {"containers": [{"name": "tensorflow", "image": "tf"}]}}}]},
+    }))
+    .expect("a job");
+    jobs.create(&Default::default(), &job)
+        .await
+        .expect("job created");
+    jobs
+}
+
+async fn wait_phase(
+    jobs: &Api<TensorFlowTrainingJob>,
+    name: &str,
+    phase: &str,
+) -> TensorFlowTrainingJob {
+    sim_kube::eventually_within(&format!("{name} {phase}"), WAIT, async || {
+        let job = jobs.get(name).await.ok()?;
+        let current = serde_json::to_value(job.status.as_ref()?.phase?).ok()?;
+        (current == phase).then_some(job)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_waits_unready_and_takes_over_when_the_leader_dies() {
+    let mut system = first_leading(2000).await;
+    let (mut second, second_addr) = observe::start_run(
+        &system.dir,
+        "second.log",
+        &replica_args(&system.dir, "second", 2000),
+    )
+    .await;
+    for _ in 0..5 {
+        let (status, body) = ready(second_addr).await;
+        assert_eq!(status, 503, "a standby is not ready: {body}");
+        assert!(body.contains("leadership"), "{body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (status, _) = observe::http(&second_addr.to_string(), "GET", "/healthz", None).await;
+    assert_eq!(status, 200, "a standby is alive");
+
+    let jobs = submit(&system, "steady", "4").await;
+    wait_phase(&jobs, "steady", "Running").await;
+    // The leader dies without releasing: the Lease expires, then the standby leads.
+    let died = Instant::now();
+    system.kill_controller();
+    sim_kube::eventually_within("the standby leading and ready", WAIT, async || {
+        (ready(second_addr).await.0 == 200).then_some(())
+    })
+    .await;
+    assert!(
+        died.elapsed() >= Duration::from_millis(1500),
+        "took over only once the Lease could have expired: {:?}",
+        died.elapsed()
+    );
+    assert_eq!(holder(&system).await.as_deref(), Some("second"));
+    let done = wait_phase(&jobs, "steady", "Succeeded").await;
+    assert_eq!(
+        done.status.map(|s| s.backoff_count),
+        Some(0),
+        "the new leader adopted the pods, it did not restart them"
+    );
+    second.check_alive("the new leader", &system.dir.join("second.log"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_stops_hands_over_at_once() {
+    // A long Lease: a takeover well before it expires proves the release.
+    let mut system = first_leading(30_000).await;
+    let (_second, second_addr) = observe::start_run(
+        &system.dir,
+        "second.log",
+        &replica_args(&system.dir, "second", 30_000),
+    )
+    .await;
+    assert_eq!(ready(second_addr).await.0, 503, "standing by");
+    let stopped = Instant::now();
+    let status = system.terminate_controller();
+    assert!(status.success(), "a clean stop: {status}");
+    sim_kube::eventually_within("the standby leading", WAIT, async || {
+        (ready(second_addr).await.0 == 200).then_some(())
+    })
+    .await;
+    assert!(
+        stopped.elapsed() < Duration::from_secs(15),
+        "taken over long before the Lease would expire: {:?}",
+        stopped.elapsed()
+    );
+    assert_eq!(holder(&system).await.as_deref(), Some("second"));
+}
