@@ -275,6 +275,18 @@ fn eligible<'a>(
     out
 }
 
+/// What decides whether a job can be placed: its policy and each replica's
+/// type and requests, not names or indexes. Jobs of one shape fit or fail
+/// alike on the same capacity, so a queue tries one shape once per pass.
+pub fn shape(demands: &[Demand], policy: &Policy) -> String {
+    let mut replicas: Vec<(ReplicaType, &Resources)> = demands
+        .iter()
+        .map(|d| (d.key.replica_type, &d.requests))
+        .collect();
+    replicas.sort();
+    format!("{policy:?}{replicas:?}")
+}
+
 /// Places every replica or explains why none can be placed.
 pub fn place(
     demands: &[Demand],
@@ -798,6 +810,21 @@ mod tests {
             err.reasons.get("home").map(String::as_str),
             Some("not in clusterNames")
         );
+    }
+
+    #[test]
+    fn jobs_differing_only_in_names_share_a_shape() {
+        let policy = Policy::default();
+        let a = job(2, 1, 4);
+        let mut b = a.clone();
+        b.reverse();
+        assert_eq!(shape(&a, &policy), shape(&b, &policy));
+        assert_ne!(shape(&a, &policy), shape(&job(2, 1, 2), &policy));
+        let spread = Policy {
+            strategy: FederationStrategy::Spread,
+            ..Policy::default()
+        };
+        assert_ne!(shape(&a, &policy), shape(&a, &spread));
     }
 
     #[test]

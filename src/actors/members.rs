@@ -5,8 +5,11 @@
 //!
 //! It is also where placements are decided, one at a time, so that the
 //! reservation ledger sees every decision: jobs waiting for capacity are
-//! tried in order of `t9kScheduler.priority`, then age, whenever a probe
-//! brings fresh capacity. Without any MemberCluster every replica goes to
+//! tried in order of `t9kScheduler.priority`, then age, whenever capacity
+//! may have grown — a pod on a target cluster ended (coalesced over
+//! `RETRY_COALESCE`), a hold was released, a probe or a spec change came in.
+//! A job that could not be placed is not tried again until then: a new job
+//! costs one decision, not one per waiting job. Without any MemberCluster every replica goes to
 //! home at once, as a single-cluster operator does.
 //!
 //! The probe is periodic per cluster (not per job): Ready turns False after
@@ -45,6 +48,8 @@ use crate::placement::{self, Assignment, ClusterState, Demand, Ledger, Policy};
 use crate::telemetry::metrics::Alive;
 use crate::telemetry::{ActorKind, PlacementOutcome};
 
+/// Pods ending on a cluster within this window cost one retry of the queue.
+const RETRY_COALESCE: Duration = Duration::from_millis(50);
 /// A probe slower than this counts as failed.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -67,9 +72,15 @@ impl Drop for Informers {
     }
 }
 
+/// A pod on a target cluster left the active set: capacity may be free.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CapacityFreed;
+
 impl CapacityWatch {
-    /// Starts the two informers on `client`.
-    pub fn start(client: &Client) -> CapacityWatch {
+    /// Starts the two informers on `client`; `freed` hears of every pod
+    /// that ends or goes.
+    pub fn start(client: &Client, freed: Recipient<CapacityFreed>) -> CapacityWatch {
         let (nodes, node_writer) = reflector::store();
         let (pods, pod_writer) = reflector::store();
         let node_stream = reflector::reflector(
@@ -84,7 +95,12 @@ impl CapacityWatch {
         );
         let informers = Informers(vec![
             tokio::spawn(node_stream.for_each(|_| futures::future::ready(()))),
-            tokio::spawn(pod_stream.for_each(|_| futures::future::ready(()))),
+            tokio::spawn(pod_stream.for_each(move |event| {
+                if matches!(event, Ok(watcher::Event::Delete(_))) {
+                    freed.do_send(CapacityFreed);
+                }
+                futures::future::ready(())
+            })),
         ]);
         CapacityWatch {
             nodes,
@@ -206,6 +222,22 @@ struct Waiting {
     policy: Policy,
     reply: Recipient<PlacementDecided>,
     last_reason: Option<String>,
+    /// The capacity epoch of its last failed try: until capacity may have
+    /// grown again, trying it again cannot succeed.
+    tried: Option<u64>,
+    /// See `placement::shape`.
+    shape: String,
+}
+
+impl Waiting {
+    /// Tells the job why it waits, when the reason is new.
+    fn tell_waiting(&mut self, reason: &str, metrics: &crate::telemetry::Metrics) {
+        if self.last_reason.as_deref() != Some(reason) {
+            self.last_reason = Some(reason.to_string());
+            let wait = PlacementDecided(Err(reason.to_string()));
+            super::tell(&self.reply, wait, metrics, ActorKind::Job);
+        }
+    }
 }
 
 /// Watches MemberClusters, keeps one connection per member, and decides placements.
@@ -219,6 +251,10 @@ pub struct MemberSupervisor {
     /// (−priority, creation, uid) orders the queue.
     waiting: BTreeMap<(std::cmp::Reverse<i32>, String, String), Waiting>,
     ledger: Ledger,
+    /// Counts the moments capacity may have grown (see `Waiting::tried`).
+    capacity_epoch: u64,
+    /// A coalesced retry of the queue is scheduled.
+    retry_scheduled: bool,
     /// Members whose kubeconfig cannot be used, and why.
     unusable: HashMap<String, String>,
     /// MemberClusters deleted while the controller runs: lost for the jobs
@@ -242,6 +278,8 @@ impl MemberSupervisor {
             home_capacity: None,
             waiting: BTreeMap::new(),
             ledger: Ledger::default(),
+            capacity_epoch: 0,
+            retry_scheduled: false,
             unusable: HashMap::new(),
             deregistered: Default::default(),
             resolving: Vec::new(),
@@ -275,7 +313,7 @@ impl MemberSupervisor {
                     let previous = act.members.get(&name).map(|m| m.handle.clone());
                     let (actor, handle) = ClusterActor::replacing(name.clone(), client.clone(), act.shared.metrics.clone(), previous.as_ref());
                     let actor = actor.start();
-                    let capacity = CapacityWatch::start(&client);
+                    let capacity = CapacityWatch::start(&client, ctx.address().recipient());
                     tracing::info!(cluster = %name, "member cluster connected");
                     let (lost, swept) = act.members.get(&name).map_or((false, false), |m| (m.lost, m.swept));
                     act.unusable.remove(&name);
@@ -448,18 +486,34 @@ impl MemberSupervisor {
         states
     }
 
-    /// Tries every waiting job in priority order against the current capacity.
+    /// Capacity may have grown: every waiting job is worth another try.
+    fn capacity_may_have_grown(&mut self) {
+        self.capacity_epoch += 1;
+    }
+
+    /// Tries every waiting job in priority order against the current
+    /// capacity, except those that failed since capacity last grew.
     fn try_waiting(&mut self) {
         self.shared.metrics.jobs_waiting(self.waiting.len());
         if !self.listed || self.waiting.is_empty() {
             return;
         }
         let clusters = self.cluster_states();
+        // Capacity only shrinks during a pass: a shape that failed fails again.
+        let mut failed_shapes: HashMap<String, String> = HashMap::new();
         let keys: Vec<_> = self.waiting.keys().cloned().collect();
         for key in keys {
             let Some(waiting) = self.waiting.get_mut(&key) else {
                 continue;
             };
+            if waiting.tried == Some(self.capacity_epoch) {
+                continue;
+            }
+            if let Some(reason) = failed_shapes.get(&waiting.shape) {
+                waiting.tried = Some(self.capacity_epoch);
+                waiting.tell_waiting(reason, &self.shared.metrics);
+                continue;
+            }
             let uid = key.2.clone();
             let started = Instant::now();
             let decision = if self.specs.is_empty() {
@@ -502,11 +556,9 @@ impl MemberSupervisor {
                     super::tell(&waiting.reply, placed, &self.shared.metrics, ActorKind::Job);
                 }
                 Err(reason) => {
-                    if waiting.last_reason.as_ref() != Some(&reason) {
-                        waiting.last_reason = Some(reason.clone());
-                        let wait = PlacementDecided(Err(reason));
-                        super::tell(&waiting.reply, wait, &self.shared.metrics, ActorKind::Job);
-                    }
+                    waiting.tried = Some(self.capacity_epoch);
+                    waiting.tell_waiting(&reason, &self.shared.metrics);
+                    failed_shapes.insert(waiting.shape.clone(), reason);
                 }
             }
         }
@@ -592,7 +644,10 @@ impl Actor for MemberSupervisor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         if self.shared.config.home_is_target {
-            self.home_capacity = Some(CapacityWatch::start(&self.shared.home.client));
+            self.home_capacity = Some(CapacityWatch::start(
+                &self.shared.home.client,
+                ctx.address().recipient(),
+            ));
         }
         let api: Api<MemberCluster> = Api::all(self.shared.home.client.clone());
         let members = watcher(api, watcher::Config::default()).default_backoff();
@@ -654,6 +709,7 @@ impl Handler<MemberObserved> for MemberSupervisor {
                     self.probe(ctx, name);
                 }
                 self.answer_resolves();
+                self.capacity_may_have_grown();
                 self.try_waiting();
             }
             watcher::Event::Delete(member) => {
@@ -670,6 +726,7 @@ impl Handler<MemberObserved> for MemberSupervisor {
             watcher::Event::InitDone => {
                 self.listed = true;
                 self.answer_resolves();
+                self.capacity_may_have_grown();
                 self.try_waiting();
             }
             watcher::Event::Init => {}
@@ -739,6 +796,7 @@ impl Handler<Probed> for MemberSupervisor {
         if sweep_due {
             self.sweep(ctx, &msg.name);
         }
+        self.capacity_may_have_grown();
         self.try_waiting();
     }
 }
@@ -761,6 +819,7 @@ impl Handler<Swept> for MemberSupervisor {
                     .metrics
                     .cluster_probed(&msg.name, placeable, capacity.as_ref());
                 self.write_status(&msg.name, placeable, "the API server answers", capacity);
+                self.capacity_may_have_grown();
                 self.try_waiting();
             }
             // The next good probe tries again.
@@ -780,10 +839,12 @@ impl Handler<Place> for MemberSupervisor {
         self.waiting.insert(
             key,
             Waiting {
-                demands: msg.demands,
-                policy: msg.policy,
                 reply: msg.reply,
                 last_reason: None,
+                tried: None,
+                shape: placement::shape(&msg.demands, &msg.policy),
+                demands: msg.demands,
+                policy: msg.policy,
             },
         );
         self.try_waiting();
@@ -806,6 +867,21 @@ impl Handler<Resolve> for MemberSupervisor {
     }
 }
 
+impl Handler<CapacityFreed> for MemberSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, _msg: CapacityFreed, ctx: &mut Self::Context) {
+        self.capacity_may_have_grown();
+        if self.waiting.is_empty() || std::mem::replace(&mut self.retry_scheduled, true) {
+            return;
+        }
+        ctx.run_later(RETRY_COALESCE, |act, _| {
+            act.retry_scheduled = false;
+            act.try_waiting();
+        });
+    }
+}
+
 impl Handler<Release> for MemberSupervisor {
     type Result = ();
 
@@ -813,6 +889,7 @@ impl Handler<Release> for MemberSupervisor {
         let _timer = self.shared.metrics.handling(ActorKind::MemberSupervisor);
         self.ledger.release(&msg.0);
         self.waiting.retain(|key, _| key.2 != msg.0);
+        self.capacity_may_have_grown();
         self.try_waiting();
     }
 }
