@@ -151,8 +151,11 @@ async fn json_patch_job(
         .await
 }
 
+/// Now, in whole seconds as the API stores a `Time`: a condition that
+/// changes and changes back within a second then costs no status write.
 fn now() -> Time {
-    Time(jiff::Timestamp::now())
+    let now = jiff::Timestamp::now();
+    Time(jiff::Timestamp::from_second(now.as_second()).unwrap_or(now))
 }
 
 impl JobActor {
