@@ -443,6 +443,24 @@ impl Federation {
         self.controller = start_controller_with(&home, &self.settings);
     }
 
+    /// Deletes `job` with `member` partitioned, waits until the job is gone
+    /// (the member is lost by then), and heals the partition.
+    async fn delete_while_partitioned(&self, job: &str, member: &str) {
+        set_faults(&self.clients[member], json!({"partitioned": true})).await;
+        self.jobs()
+            .delete(job, &Default::default())
+            .await
+            .expect("delete accepted");
+        let jobs = self.jobs();
+        sim_kube::eventually_within(
+            &format!("{job} gone once {member} is lost"),
+            Duration::from_secs(20),
+            async || jobs.get_opt(job).await.ok()?.is_none().then_some(()),
+        )
+        .await;
+        set_faults(&self.clients[member], json!({"partitioned": false})).await;
+    }
+
     fn jobs(&self) -> Api<TensorFlowTrainingJob> {
         Api::namespaced(self.clients["home"].clone(), "default")
     }
@@ -1264,25 +1282,7 @@ async fn a_job_deleted_while_a_member_is_partitioned_is_cleaned_there_when_it_he
         ["home", "member-1", "member-2"],
         "spread over all three clusters"
     );
-    set_faults(&f.clients["member-2"], json!({"partitioned": true})).await;
-    f.jobs()
-        .delete("everywhere", &Default::default())
-        .await
-        .expect("delete accepted");
-    let jobs = f.jobs();
-    sim_kube::eventually_within(
-        "the job gone once member-2 is lost",
-        Duration::from_secs(20),
-        async || {
-            jobs.get_opt("everywhere")
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
-        },
-    )
-    .await;
-    set_faults(&f.clients["member-2"], json!({"partitioned": false})).await;
+    f.delete_while_partitioned("everywhere", "member-2").await;
     for (cluster, client) in &f.clients {
         let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
         let services: Api<k8s_openapi::api::core::v1::Service> =
@@ -1546,21 +1546,7 @@ async fn the_shipped_rbac_allows_every_request_the_controller_makes() {
         .await;
     f.wait_phase("abandoned", "Running", Duration::from_secs(20))
         .await;
-    set_faults(&f.clients["member-2"], json!({"partitioned": true})).await;
-    f.jobs()
-        .delete("abandoned", &Default::default())
-        .await
-        .expect("delete accepted");
-    let jobs = f.jobs();
-    sim_kube::eventually_within("the job gone", Duration::from_secs(20), async || {
-        jobs.get_opt("abandoned")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    set_faults(&f.clients["member-2"], json!({"partitioned": false})).await;
+    f.delete_while_partitioned("abandoned", "member-2").await;
     let pods: Api<Pod> = Api::namespaced(f.clients["member-2"].clone(), "default");
     sim_kube::eventually_within("member-2 swept", Duration::from_secs(20), async || {
         let selector = ListParams::default().labels("federation.tfjob.io/job-name=abandoned");

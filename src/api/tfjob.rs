@@ -552,6 +552,16 @@ pub enum JobPhase {
 }
 
 impl JobPhase {
+    pub const ALL: [JobPhase; 7] = [
+        JobPhase::Pending,
+        JobPhase::Running,
+        JobPhase::Paused,
+        JobPhase::Resuming,
+        JobPhase::Succeeded,
+        JobPhase::Failed,
+        JobPhase::Unknown,
+    ];
+
     /// Whether the phase is final: a terminal phase never changes.
     pub fn is_terminal(self) -> bool {
         matches!(self, JobPhase::Succeeded | JobPhase::Failed)

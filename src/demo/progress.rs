@@ -47,16 +47,10 @@ impl fmt::Display for JobKey {
 
 /// A phase a manifest may expect, in any letter case (`Unknown` is no goal).
 pub fn parse_phase(text: &str) -> Option<JobPhase> {
-    [
-        JobPhase::Pending,
-        JobPhase::Running,
-        JobPhase::Paused,
-        JobPhase::Resuming,
-        JobPhase::Succeeded,
-        JobPhase::Failed,
-    ]
-    .into_iter()
-    .find(|p| p.as_str().eq_ignore_ascii_case(text.trim()))
+    JobPhase::ALL
+        .into_iter()
+        .filter(|p| *p != JobPhase::Unknown)
+        .find(|p| p.as_str().eq_ignore_ascii_case(text.trim()))
 }
 
 /// `1 job`, `2 jobs`.

@@ -21,17 +21,6 @@ use crate::capacity::{self, Capacity};
 use crate::placement::Unplaceable;
 use crate::status::{self, ReplicaView};
 
-/// The label values of `tfjob_federator_jobs{phase}`, all exported from the start.
-const JOB_PHASES: [JobPhase; 7] = [
-    JobPhase::Pending,
-    JobPhase::Running,
-    JobPhase::Paused,
-    JobPhase::Resuming,
-    JobPhase::Succeeded,
-    JobPhase::Failed,
-    JobPhase::Unknown,
-];
-
 /// Reasons of `tfjob_federator_replica_restarts_total`, see [`restart_reason`].
 const RESTART_REASONS: [&str; 7] = [
     "Completed",
@@ -349,7 +338,8 @@ impl Metrics {
         };
         // Series with a bounded set of values exist from the start, so that
         // rates see their first increase.
-        for phase in JOB_PHASES {
+        // Every phase exported from the start, so rates see the first change.
+        for phase in JobPhase::ALL {
             metrics.jobs.with_label_values(&[phase.as_str()]);
         }
         for outcome in [OUTCOME_SUCCEEDED, OUTCOME_FAILED] {
