@@ -338,7 +338,6 @@ impl Metrics {
         };
         // Series with a bounded set of values exist from the start, so that
         // rates see their first increase.
-        // Every phase exported from the start, so rates see the first change.
         for phase in JobPhase::ALL {
             metrics.jobs.with_label_values(&[phase.as_str()]);
         }
