@@ -312,15 +312,7 @@ async fn member_status_shows_readiness_capacity_and_partitions() {
     .await;
     let faults = |partitioned: bool| set_faults(&member_one, json!({"partitioned": partitioned}));
     faults(true).await;
-    sim_kube::eventually_within(
-        "member-1 NotReady while partitioned",
-        Duration::from_secs(20),
-        async || {
-            let (ready, _) = ready_of(&members, "member-1").await?;
-            (ready == "False").then_some(())
-        },
-    )
-    .await;
+    wait_ready(&members, "member-1", "False").await;
     let (other, _) = ready_of(&members, "member-2")
         .await
         .expect("member-2 status");
@@ -329,12 +321,17 @@ async fn member_status_shows_readiness_capacity_and_partitions() {
         "a partition of member-1 leaves member-2 alone"
     );
     faults(false).await;
+    wait_ready(&members, "member-1", "True").await;
+}
+
+/// Waits until member `name`'s Ready condition has `status`.
+async fn wait_ready(members: &Api<MemberCluster>, name: &str, status: &str) {
     sim_kube::eventually_within(
-        "member-1 Ready again once healed",
+        &format!("{name} Ready={status}"),
         Duration::from_secs(20),
         async || {
-            let (ready, _) = ready_of(&members, "member-1").await?;
-            (ready == "True").then_some(())
+            let (ready, _) = ready_of(members, name).await?;
+            (ready == status).then_some(())
         },
     )
     .await;
@@ -353,24 +350,6 @@ async fn observed(members: &Api<MemberCluster>, name: &str) {
         },
     )
     .await;
-}
-
-/// Installs a schemaless, namespaced CRD for `resource` (as a third party would).
-async fn install_crd(client: &kube::Client, resource: &kube::api::ApiResource) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{}.{}", resource.plural, resource.group)},
-        "spec": {"group": resource.group, "scope": "Namespaced",
-            "names": {"plural": resource.plural, "singular": resource.kind.to_lowercase(), "kind": resource.kind},
-            "versions": [{"name": resource.version, "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
-    }))
-    .expect("valid CRD");
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&Default::default(), &crd)
-        .await
-        .unwrap_or_else(|e| panic!("{} CRD installed: {e}", resource.kind));
 }
 
 /// `PUT /_sim/faults` on a simulated cluster (answered even when partitioned).
@@ -423,11 +402,7 @@ impl Federation {
         }
         let members: Api<MemberCluster> = Api::all(clients["home"].clone());
         for name in ["member-1", "member-2"] {
-            sim_kube::eventually_within("members Ready", Duration::from_secs(20), async || {
-                let (ready, _) = ready_of(&members, name).await?;
-                (ready == "True").then_some(())
-            })
-            .await;
+            wait_ready(&members, name, "True").await;
         }
         Federation {
             _sim: sim,
@@ -931,7 +906,7 @@ async fn the_higher_priority_job_gets_freed_capacity_first() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_with_export_services_get_a_service_export_per_service() {
     let f = Federation::start().await;
-    install_crd(
+    sim_kube::install_schemaless_crd(
         &f.clients["member-1"],
         &tfjob_federator::builders::service_export_resource(),
     )
@@ -1507,12 +1482,12 @@ async fn controller_accesses(client: &kube::Client) -> Vec<serde_json::Value> {
 async fn the_shipped_rbac_allows_every_request_the_controller_makes() {
     let f = Federation::start_with("1", FAST_LOSS).await;
     let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
-    install_crd(
+    sim_kube::install_schemaless_crd(
         &f.clients["member-1"],
         &tfjob_federator::builders::service_export_resource(),
     )
     .await;
-    install_crd(
+    sim_kube::install_schemaless_crd(
         &f.clients["home"],
         &tfjob_federator::builders::tensorboard_resource(),
     )

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -674,34 +673,6 @@ fn tensorboard_resource() -> ApiResource {
     )
 }
 
-async fn install_tensorboard_crd(env: &Env) {
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "tensorboards.tensorstack.dev"},
-        "spec": {
-            "group": "tensorstack.dev",
-            "scope": "Namespaced",
-            "names": {"plural": "tensorboards", "singular": "tensorboard", "kind": "TensorBoard", "listKind": "TensorBoardList"},
-            "versions": [{
-                "name": "v1beta1", "served": true, "storage": true, "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-            }],
-        },
-    }))
-    .expect("CRD");
-    Api::<CustomResourceDefinition>::all(env.client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .expect("create the TensorBoard CRD");
-    let boards: Api<DynamicObject> =
-        Api::namespaced_with(env.client.clone(), NS, &tensorboard_resource());
-    wait_for("the TensorBoard type to be served", WAIT, async || {
-        boards.list(&ListParams::default()).await.ok()
-    })
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tensorboard_is_created_and_reported() {
     let env = Env::start("tensorboard").await;
@@ -729,7 +700,7 @@ async fn tensorboard_is_created_and_reported() {
     );
     env.wait_phase("noboard", JobPhase::Succeeded).await;
 
-    install_tensorboard_crd(&env).await;
+    install_schemaless_crd(&env.client, &tensorboard_resource()).await;
     let uid = env.submit(&job("board", spec)).await.uid().expect("uid");
     let boards: Api<DynamicObject> =
         Api::namespaced_with(env.client.clone(), NS, &tensorboard_resource());

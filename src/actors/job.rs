@@ -1439,7 +1439,7 @@ impl Handler<ReplicaReport> for JobActor {
 
     fn handle(&mut self, msg: ReplicaReport, ctx: &mut Self::Context) {
         let _timer = self.shared.metrics.handling(ActorKind::Job);
-        if msg.epoch != self.epoch.to_string() {
+        if msg.epoch != Some(self.epoch) {
             // A replica of an earlier placement, being torn down.
             return;
         }

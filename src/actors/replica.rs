@@ -27,7 +27,7 @@ use crate::telemetry::metrics::ReplicaCensus;
 #[rtype(result = "()")]
 pub struct ReplicaReport {
     pub view: ReplicaView,
-    pub epoch: String,
+    pub epoch: Option<u64>,
 }
 
 /// The replica's pod and service are gone (after `Teardown`).
@@ -64,6 +64,8 @@ pub struct Abandon;
 
 pub struct ReplicaActor {
     key: ReplicaKey,
+    /// The placement epoch of `desired_pod` (its label).
+    epoch: Option<u64>,
     /// Export the service to the clusterset (the member's `exportServices`).
     export_services: bool,
     pod_key: PodKey,
@@ -110,6 +112,7 @@ impl ReplicaActor {
             desired_pod.metadata.name.clone().unwrap_or_default(),
         );
         ReplicaActor {
+            epoch: epoch_of(&desired_pod),
             census: cluster.metrics.replica_census(&cluster.name),
             key,
             export_services: false,
@@ -137,10 +140,6 @@ impl ReplicaActor {
     pub fn exporting_services(mut self, export: bool) -> ReplicaActor {
         self.export_services = export;
         self
-    }
-
-    fn epoch(&self) -> String {
-        epoch_of(&self.desired_pod)
     }
 
     /// The job's name, for logs (from the pod's label).
@@ -181,7 +180,7 @@ impl ReplicaActor {
             &self.job,
             ReplicaReport {
                 view,
-                epoch: self.epoch(),
+                epoch: self.epoch,
             },
             &self.cluster.metrics,
             ActorKind::Job,
@@ -327,11 +326,11 @@ impl ReplicaActor {
     /// epoch's) one to delete before its own can be created.
     fn observe(&mut self, ctx: &mut Context<Self>, pod: Option<Arc<Pod>>) {
         match pod {
-            Some(pod) if epoch_of(&pod) != self.epoch() => {
+            Some(pod) if epoch_of(&pod) != self.epoch => {
                 self.set_current(None);
                 let uid = pod.metadata.uid.clone();
                 if pod.metadata.deletion_timestamp.is_none() && self.obstacle != uid {
-                    tracing::info!(replica = %self.pod_key.1, cluster = %self.cluster.name, epoch = %epoch_of(&pod), "deleting a pod of an earlier placement");
+                    tracing::info!(replica = %self.pod_key.1, cluster = %self.cluster.name, epoch = ?epoch_of(&pod), "deleting a pod of an earlier placement");
                     self.delete_pod(ctx, uid.clone());
                 }
                 self.obstacle = uid;
@@ -496,9 +495,9 @@ impl Handler<Teardown> for ReplicaActor {
 }
 
 /// The placement epoch a pod was created under (its label).
-fn epoch_of(pod: &Pod) -> String {
+fn epoch_of(pod: &Pod) -> Option<u64> {
     pod.labels()
-        .get(crate::builders::PLACEMENT_EPOCH_LABEL)
-        .cloned()
-        .unwrap_or_default()
+        .get(crate::builders::PLACEMENT_EPOCH_LABEL)?
+        .parse()
+        .ok()
 }

@@ -203,3 +203,29 @@ pub fn widget(name: &str, body: Value) -> DynamicObject {
     }
     serde_json::from_value(obj).expect("Widget")
 }
+
+/// Installs a schemaless, namespaced CRD (with a status subresource) for
+/// `resource`, as a third party would, and waits until the type is served.
+pub async fn install_schemaless_crd(client: &Client, resource: &ApiResource) {
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{}.{}", resource.plural, resource.group)},
+        "spec": {"group": resource.group, "scope": "Namespaced",
+            "names": {"plural": resource.plural, "singular": resource.kind.to_lowercase(),
+                "kind": resource.kind, "listKind": format!("{}List", resource.kind)},
+            "versions": [{"name": resource.version, "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+    }))
+    .expect("valid CRD");
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap_or_else(|e| panic!("{} CRD installed: {e}", resource.kind));
+    let served: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    eventually(
+        &format!("the {} type to be served", resource.kind),
+        async || served.list(&ListParams::default()).await.ok(),
+    )
+    .await;
+}

@@ -9,7 +9,7 @@
 
 #[path = "kube.rs"]
 mod sim_kube;
-pub use sim_kube::{client_for, eventually_within as wait_for};
+pub use sim_kube::{client_for, eventually_within as wait_for, install_schemaless_crd};
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
