@@ -1205,3 +1205,478 @@ fn get_pods_watch_shows_the_phases_and_yaml_the_status() {
         "{pod}"
     );
 }
+
+/// The Content-Type of kubectl's typed clients (`create namespace|configmap|…`).
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+/// `kubectl <args> -v=8`, which logs the request headers: asserts that it
+/// succeeded and sent a protobuf body, so that a test of the decoder cannot
+/// pass by kubectl falling back to JSON.
+#[track_caller]
+fn ok_with_protobuf_body(k: &Kubectl, args: &[&str]) -> kubectl_support::Run {
+    let mut all = vec!["-v=8"];
+    all.extend_from_slice(args);
+    let run = k.ok(&all);
+    assert!(
+        run.stderr.contains(&format!("Content-Type: {PROTOBUF}")),
+        "kubectl sent no protobuf body: {run}"
+    );
+    run
+}
+
+#[test]
+fn create_generators_send_protobuf_bodies_that_the_simulator_decodes() {
+    let k = Kubectl::start("protobuf-create");
+
+    ok_with_protobuf_body(&k, &["create", "namespace", "team"])
+        .stdout_has("namespace/team created");
+    let ns = k.json(&["get", "namespace", "team"]);
+    assert_eq!(ns["status"]["phase"], "Active");
+    assert_eq!(
+        ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "team"
+    );
+
+    ok_with_protobuf_body(
+        &k,
+        &[
+            "create",
+            "configmap",
+            "settings",
+            "--from-literal=color=blue",
+            "--from-literal=empty=",
+            "-n",
+            "team",
+        ],
+    )
+    .stdout_has("configmap/settings created");
+    let cm = k.json(&["get", "configmap", "settings", "-n", "team"]);
+    assert_eq!(cm["data"], json!({"color": "blue", "empty": ""}));
+    assert_eq!(cm["metadata"]["namespace"], "team");
+    assert!(cm.get("binaryData").is_none(), "{cm}");
+
+    ok_with_protobuf_body(
+        &k,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "token",
+            "--from-literal=user=admin",
+            "--from-literal=password=s3cr=t",
+            "-n",
+            "team",
+        ],
+    )
+    .stdout_has("secret/token created");
+    let secret = k.json(&["get", "secret", "token", "-n", "team"]);
+    // "admin", "s3cr=t" in base64; the type defaults to Opaque.
+    assert_eq!(
+        secret["data"],
+        json!({"user": "YWRtaW4=", "password": "czNjcj10"})
+    );
+    assert_eq!(secret["type"], "Opaque");
+    let decoded = k
+        .ok(&[
+            "get",
+            "secret",
+            "token",
+            "-n",
+            "team",
+            "-o",
+            "jsonpath={.data.password}",
+        ])
+        .stdout;
+    assert_eq!(decoded, "czNjcj10");
+
+    ok_with_protobuf_body(
+        &k,
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx:1.25",
+            "--replicas=2",
+            "--port=80",
+            "-n",
+            "team",
+        ],
+    )
+    .stdout_has("deployment.apps/web created");
+    let deploy = k.json(&["get", "deployment", "web", "-n", "team"]);
+    assert_eq!(deploy["spec"]["replicas"], 2);
+    assert_eq!(
+        deploy["spec"]["selector"],
+        json!({"matchLabels": {"app": "web"}})
+    );
+    assert_eq!(deploy["metadata"]["labels"], json!({"app": "web"}));
+    let container = &deploy["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["name"], "nginx");
+    assert_eq!(container["image"], "nginx:1.25");
+    assert_eq!(container["ports"], json!([{"containerPort": 80}]));
+    // Fields kubectl never set are absent, not empty strings or zeros.
+    let meta = deploy["metadata"].as_object().expect("metadata");
+    assert!(
+        !meta.contains_key("generateName") && !meta.contains_key("deletionGracePeriodSeconds"),
+        "{deploy}"
+    );
+    assert_eq!(deploy["metadata"]["generation"], 1);
+    assert!(deploy["metadata"]["creationTimestamp"].is_string());
+
+    // Writes of the same generators get the usual errors.
+    k.fails(&["create", "namespace", "team"])
+        .stderr_has(r#"namespaces "team" already exists"#);
+    k.fails(&["create", "configmap", "settings", "-n", "team"])
+        .stderr_has(r#"configmaps "settings" already exists"#);
+}
+
+#[test]
+fn typed_client_writes_of_pods_services_serviceaccounts_and_rbac_decode() {
+    let k = Kubectl::start("protobuf-more");
+
+    // `kubectl run` sends JSON; `kubectl debug --copy-to` sends the copy
+    // (the whole stored spec, defaults included) in protobuf.
+    let pod = k.write(
+        "box.yaml",
+        r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: box
+  labels: {app: box}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 0
+  automountServiceAccountToken: false
+  securityContext: {runAsUser: 0, runAsNonRoot: false}
+  tolerations:
+  - {key: gpu, operator: Exists, effect: NoSchedule}
+  volumes:
+  - name: cfg
+    configMap: {name: settings, defaultMode: 0400, optional: false}
+  containers:
+  - name: main
+    image: busybox
+    args: [sleep, "60"]
+    env: [{name: MODE, value: test}]
+    ports: [{containerPort: 8080, name: http}]
+    resources:
+      requests: {cpu: 250m, memory: 64Mi}
+      limits: {nvidia.com/gpu: "1"}
+    readinessProbe:
+      httpGet: {path: /ready, port: http}
+      periodSeconds: 5
+    volumeMounts: [{name: cfg, mountPath: /etc/cfg, readOnly: true}]
+"#,
+    );
+    k.ok(&["create", "-f", &pod]);
+    let original = k.json(&["get", "pod", "box"]);
+    ok_with_protobuf_body(
+        &k,
+        &[
+            "debug",
+            "box",
+            "--copy-to=box-copy",
+            "--image=busybox:1.36",
+            "--container=debugger",
+        ],
+    );
+    let copy = k.json(&["get", "pod", "box-copy"]);
+    let (spec, copied) = (&original["spec"], &copy["spec"]);
+    assert_eq!(copied["containers"][0], spec["containers"][0]);
+    assert_eq!(copied["containers"][1]["name"], "debugger");
+    assert_eq!(copied["containers"][1]["image"], "busybox:1.36");
+    for field in [
+        "restartPolicy",
+        "terminationGracePeriodSeconds",
+        "automountServiceAccountToken",
+        "securityContext",
+        "tolerations",
+        "volumes",
+        "dnsPolicy",
+        "enableServiceLinks",
+    ] {
+        assert_eq!(copied[field], spec[field], "spec.{field}: {copy}");
+    }
+    // Zeros that mean something survive protobuf (Go pointers).
+    assert_eq!(copied["terminationGracePeriodSeconds"], 0);
+    assert_eq!(copied["automountServiceAccountToken"], false);
+    assert_eq!(
+        copied["securityContext"],
+        json!({"runAsUser": 0, "runAsNonRoot": false})
+    );
+    assert_eq!(
+        copied["volumes"][0]["configMap"],
+        json!({"name": "settings", "defaultMode": 256, "optional": false})
+    );
+
+    ok_with_protobuf_body(
+        &k,
+        &["create", "service", "clusterip", "api", "--tcp=80:8080"],
+    )
+    .stdout_has("service/api created");
+    let svc = k.json(&["get", "service", "api"]);
+    assert_eq!(
+        svc["spec"]["ports"],
+        json!([{"name": "80-8080", "port": 80, "protocol": "TCP", "targetPort": 8080}])
+    );
+    assert_eq!(svc["spec"]["type"], "ClusterIP");
+    assert_eq!(svc["spec"]["selector"], json!({"app": "api"}));
+
+    ok_with_protobuf_body(&k, &["create", "serviceaccount", "robot"])
+        .stdout_has("serviceaccount/robot created");
+    let sa = k.json(&["get", "serviceaccount", "robot"]);
+    assert_eq!(sa["metadata"]["name"], "robot");
+
+    ok_with_protobuf_body(
+        &k,
+        &[
+            "create",
+            "role",
+            "reader",
+            "--verb=get,list",
+            "--resource=pods,deployments.apps",
+        ],
+    )
+    .stdout_has("role.rbac.authorization.k8s.io/reader created");
+    let role = k.json(&["get", "role", "reader"]);
+    assert_eq!(
+        role["rules"],
+        json!([
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list"]},
+        ])
+    );
+    ok_with_protobuf_body(
+        &k,
+        &[
+            "create",
+            "rolebinding",
+            "robot-reads",
+            "--role=reader",
+            "--serviceaccount=default:robot",
+        ],
+    );
+    let binding = k.json(&["get", "rolebinding", "robot-reads"]);
+    assert_eq!(
+        binding["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"})
+    );
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "robot", "namespace": "default"}])
+    );
+    ok_with_protobuf_body(
+        &k,
+        &[
+            "create",
+            "clusterrole",
+            "node-reader",
+            "--verb=get",
+            "--resource=nodes",
+        ],
+    );
+    ok_with_protobuf_body(
+        &k,
+        &[
+            "create",
+            "clusterrolebinding",
+            "alice-nodes",
+            "--clusterrole=node-reader",
+            "--user=alice",
+        ],
+    );
+    let binding = k.json(&["get", "clusterrolebinding", "alice-nodes"]);
+    assert_eq!(
+        binding["subjects"],
+        json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}])
+    );
+}
+
+#[test]
+fn scale_writes_replicas_through_the_scale_subresource() {
+    let k = Kubectl::start("scale");
+    ok_with_protobuf_body(&k, &["create", "deployment", "web", "--image=nginx"]);
+    let before = k.json(&["get", "deployment", "web"]);
+    assert_eq!(before["spec"]["replicas"], 1);
+
+    // Without preconditions kubectl sends a merge patch of the Scale.
+    k.ok(&["scale", "deployment", "web", "--replicas=3"])
+        .stdout_has("deployment.apps/web scaled");
+    let got = k.json(&["get", "deployment", "web"]);
+    assert_eq!(got["spec"]["replicas"], 3);
+    assert_eq!(got["metadata"]["generation"], 2, "a spec change");
+    assert_eq!(got["spec"]["template"], before["spec"]["template"]);
+
+    let scale = k.json(&["get", "deployment", "web", "--subresource=scale"]);
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["apiVersion"], "autoscaling/v1");
+    assert_eq!(scale["spec"]["replicas"], 3);
+    assert_eq!(scale["status"]["selector"], "app=web");
+    assert_eq!(
+        scale["metadata"]["resourceVersion"],
+        got["metadata"]["resourceVersion"]
+    );
+
+    // With --current-replicas it reads the Scale and PUTs it back.
+    k.ok(&[
+        "scale",
+        "deployment",
+        "web",
+        "--current-replicas=3",
+        "--replicas=5",
+    ]);
+    assert_eq!(k.json(&["get", "deployment", "web"])["spec"]["replicas"], 5);
+    k.fails(&[
+        "scale",
+        "deployment",
+        "web",
+        "--current-replicas=3",
+        "--replicas=7",
+    ])
+    .stderr_has("Expected replicas to be 3, was 5");
+    // A stale resourceVersion: kubectl checks it on the Scale it read…
+    let stale = before["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("resourceVersion");
+    k.fails(&[
+        "scale",
+        "deployment",
+        "web",
+        &format!("--resource-version={stale}"),
+        "--replicas=7",
+    ])
+    .stderr_has(&format!("Expected resource version to be {stale}"));
+    // …and the server on a Scale written with it.
+    let put = |rv: &str| {
+        let body = json!({
+            "apiVersion": "autoscaling/v1", "kind": "Scale",
+            "metadata": {"name": "web", "namespace": "default", "resourceVersion": rv},
+            "spec": {"replicas": 7},
+        });
+        k.raw_request(
+            "PUT",
+            "/apis/apps/v1/namespaces/default/deployments/web/scale",
+            "application/json",
+            body.to_string().as_bytes(),
+        )
+    };
+    let (code, status) = put(stale);
+    assert_eq!(code, 409, "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the object has been modified")),
+        "{status}"
+    );
+    assert_eq!(k.json(&["get", "deployment", "web"])["spec"]["replicas"], 5);
+    let current = k.json(&["get", "deployment", "web"])["metadata"]["resourceVersion"].clone();
+    let (code, scale) = put(current.as_str().expect("resourceVersion"));
+    assert_eq!(code, 200, "{scale}");
+    assert_eq!(scale["spec"]["replicas"], 7);
+    assert_eq!(k.json(&["get", "deployment", "web"])["spec"]["replicas"], 7);
+
+    k.ok(&["scale", "deployment", "web", "--replicas=0"]);
+    assert_eq!(k.json(&["get", "deployment", "web"])["spec"]["replicas"], 0);
+    k.fails(&["scale", "deployment", "web", "--replicas=-1"]);
+
+    // A kind without /scale.
+    k.ok(&["create", "configmap", "plain"]);
+    k.fails(&["scale", "configmap", "plain", "--replicas=2"]);
+}
+
+/// A protobuf envelope (`k8s\0` + runtime.Unknown) around `raw`.
+fn protobuf_envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+    fn field(tag: u8, bytes: &[u8]) -> Vec<u8> {
+        assert!(bytes.len() < 128, "one-byte lengths only");
+        let mut out = vec![tag << 3 | 2, bytes.len() as u8];
+        out.extend_from_slice(bytes);
+        out
+    }
+    let type_meta = [field(1, api_version.as_bytes()), field(2, kind.as_bytes())].concat();
+    [b"k8s\0".to_vec(), field(1, &type_meta), field(2, raw)].concat()
+}
+
+#[test]
+fn protobuf_bodies_the_simulator_cannot_decode_get_a_status() {
+    let k = Kubectl::start("protobuf-errors");
+    install_widgets(&k);
+    // ObjectMeta{name: "w1"}: field 1 of field 1.
+    let meta = [0x0a, 0x04, 0x0a, 0x02, b'w', b'1'];
+
+    // Custom resources have no protobuf form (upstream answers 415 too).
+    let body = protobuf_envelope("example.com/v1", "Widget", &meta);
+    let (code, status) = k.raw_request(
+        "POST",
+        "/apis/example.com/v1/namespaces/default/widgets",
+        PROTOBUF,
+        &body,
+    );
+    assert_eq!(code, 415, "{status}");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "UnsupportedMediaType");
+    assert_eq!(status["code"], 415);
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Widget")),
+        "{status}"
+    );
+    k.fails(&["get", "widget", "w1"]).stderr_has("NotFound");
+
+    // A body that is no protobuf envelope, and a truncated one.
+    let (code, status) = k.raw_request(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        PROTOBUF,
+        br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}"#,
+    );
+    assert_eq!(
+        (code, &status["reason"]),
+        (400, &json!("BadRequest")),
+        "{status}"
+    );
+    let mut body = protobuf_envelope("v1", "ConfigMap", &meta);
+    body.truncate(body.len() - 2);
+    let (code, status) = k.raw_request(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        PROTOBUF,
+        &body,
+    );
+    assert_eq!(code, 400, "{status}");
+
+    // A decodable body of one kind sent to another kind's path.
+    let body = protobuf_envelope("v1", "ConfigMap", &meta);
+    let (code, status) = k.raw_request(
+        "POST",
+        "/api/v1/namespaces/default/secrets",
+        PROTOBUF,
+        &body,
+    );
+    assert_eq!(code, 400, "{status}");
+    // …and to its own path it is created.
+    let (code, status) = k.raw_request(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        PROTOBUF,
+        &body,
+    );
+    assert_eq!(code, 201, "{status}");
+    assert_eq!(status["metadata"]["name"], "w1");
+    k.ok(&["get", "configmap", "w1"]);
+    // Nothing else was stored.
+    let secrets = k.json(&["get", "secrets"]);
+    assert_eq!(names(&secrets), Vec::<String>::new());
+
+    // A typed client's DELETE body: DeleteOptions{gracePeriodSeconds: 0}.
+    let options = protobuf_envelope("v1", "DeleteOptions", &[0x08, 0x00]);
+    let (code, status) = k.raw_request(
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/w1",
+        PROTOBUF,
+        &options,
+    );
+    assert_eq!(code, 200, "{status}");
+    k.fails(&["get", "configmap", "w1"]).stderr_has("NotFound");
+}

@@ -98,6 +98,12 @@ pub fn resources(types: &[Arc<ResourceType>], group: &str, version: &str) -> Val
                 "kind": ty.kind, "verbs": ["get", "patch", "update"],
             }));
         }
+        if ty.serves_scale() {
+            resources.push(json!({
+                "name": format!("{}/scale", ty.plural), "singularName": "", "namespaced": ty.namespaced,
+                "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
+            }));
+        }
     }
     let group_version = if group.is_empty() {
         version.to_string()

@@ -12,7 +12,7 @@ mod kubelet;
 mod nodes;
 mod openapi;
 mod patch;
-
+mod protobuf;
 mod resources;
 mod rules;
 mod scheduler;

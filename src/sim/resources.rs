@@ -70,6 +70,11 @@ impl ResourceType {
         }
     }
 
+    /// Whether `/scale` is served (an `autoscaling/v1` Scale of `spec.replicas`).
+    pub fn serves_scale(&self) -> bool {
+        self.builtin && self.group == "apps" && self.plural == "deployments"
+    }
+
     /// Every field label a selector may use for this type.
     pub fn all_field_labels(&self) -> Vec<&str> {
         let mut labels = vec!["metadata.name", "metadata.namespace"];

@@ -16,6 +16,7 @@ use super::http::{
     self, Body, Query, Representation, bytes_response, error_response, json_response,
 };
 use super::patch;
+use super::protobuf;
 use super::resources::ResourceType;
 use super::selector::{FieldSelector, LabelSelector};
 use super::store::{self, Change, DeleteOptions, Deletion, ListQuery, Scope, Stored, WriteMeta};
@@ -28,6 +29,8 @@ pub struct ResourceRequest {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub status: bool,
+    /// `/scale` (an `autoscaling/v1` Scale view of the object).
+    pub scale: bool,
 }
 
 /// Entry point for every request on the cluster's port.
@@ -143,11 +146,12 @@ fn resolve(
     if namespace.is_some() && !ty.namespaced {
         return Err(not_served());
     }
-    let status = match sub {
-        None => false,
-        Some("status") if served.status_subresource => true,
+    let (status, scale) = match sub {
+        None => (false, false),
+        Some("status") if served.status_subresource => (true, false),
         // Namespaces accept /finalize; the simulator treats it as a status write.
-        Some("finalize") if plural == "namespaces" => true,
+        Some("finalize") if plural == "namespaces" => (true, false),
+        Some("scale") if ty.serves_scale() => (false, true),
         Some(_) => return Err(not_served()),
     };
     Ok(ResourceRequest {
@@ -155,6 +159,7 @@ fn resolve(
         namespace,
         name,
         status,
+        scale,
         ty,
     })
 }
@@ -165,6 +170,15 @@ async fn read_body(req: Request<Incoming>) -> ApiResult<Bytes> {
         .await
         .map(|b| b.to_bytes())
         .map_err(|e| ApiError::bad_request(format!("reading request body: {e}")))
+}
+
+/// A create or update body: JSON, or protobuf as typed clients send it.
+fn request_object(content_type: &str, raw: &[u8]) -> ApiResult<Value> {
+    if protobuf::is_protobuf(content_type) {
+        protobuf::decode(raw)
+    } else {
+        http::parse_json(raw)
+    }
 }
 
 fn header_value(req: &Request<Incoming>, name: header::HeaderName) -> Option<String> {
@@ -213,6 +227,9 @@ async fn resource(
     let ty = rr.ty.clone();
     let ns = rr.namespace.clone().unwrap_or_default();
     record_access(cluster, &rr, &method, &query, user_agent.as_deref());
+    if rr.scale {
+        return scale(cluster, &rr, method, req, &content_type, &write).await;
+    }
     match (method, rr.name.clone()) {
         (Method::GET, None) if query.flag("watch") => {
             watch::serve(cluster.clone(), rr, &query, repr)
@@ -226,13 +243,13 @@ async fn resource(
             if ty.namespaced && rr.namespace.is_none() {
                 return Err(not_served());
             }
-            let body = http::parse_json(&read_body(req).await?)?;
+            let body = request_object(&content_type, &read_body(req).await?)?;
             let body = validate_custom(&rr, body, &query)?;
             let created = store.create(&ty, &ns, body, &write)?;
             Ok(render_object(&rr, &created, repr, StatusCode::CREATED))
         }
         (Method::PUT, Some(name)) => {
-            let body = http::parse_json(&read_body(req).await?)?;
+            let body = request_object(&content_type, &read_body(req).await?)?;
             let body = validate_custom(&rr, body, &query)?;
             let updated = store.update(&ty, &ns, &name, scope, Change::Replace(body), &write)?;
             Ok(render_object(&rr, &updated, repr, StatusCode::OK))
@@ -283,7 +300,7 @@ async fn resource(
                             "application/json-patch+json" => patch::json_patch(&mut obj, &doc),
                             _ => patch::strategic_merge_patch(&mut obj, &doc),
                         };
-                        result.map_err(|e| patch_error(&ty, &name, e))?;
+                        result.map_err(|e| patch_error(&ty.plural, &name, e))?;
                         validate_custom(&rr, obj, &query)
                     };
                     store.update(&ty, &ns, &name, scope, Change::Patch(&apply_patch), &write)?
@@ -303,7 +320,7 @@ async fn resource(
         }
         (Method::DELETE, name) => {
             let raw = read_body(req).await?;
-            let opts = delete_options(&raw, &query)?;
+            let opts = delete_options(&raw, &content_type, &query)?;
             match name {
                 Some(name) => match store.delete(&ty, &ns, &name, &opts)? {
                     Deletion::Pending(obj) => Ok(render_object(&rr, &obj, repr, StatusCode::OK)),
@@ -362,6 +379,8 @@ fn record_access(
         api_group: rr.ty.group.clone(),
         resource: if rr.status {
             format!("{}/status", rr.ty.plural)
+        } else if rr.scale {
+            format!("{}/scale", rr.ty.plural)
         } else {
             rr.ty.plural.clone()
         },
@@ -371,14 +390,224 @@ fn record_access(
     }
 }
 
-fn patch_error(ty: &ResourceType, name: &str, e: patch::PatchError) -> ApiError {
+/// `/scale` of a Deployment: GET, PUT (a Scale) and PATCH (merge, JSON or
+/// strategic merge patch of the Scale, as `kubectl scale` sends) read and
+/// write the object's `spec.replicas`.
+async fn scale(
+    cluster: &Cluster,
+    rr: &ResourceRequest,
+    method: Method,
+    req: Request<Incoming>,
+    content_type: &str,
+    write: &WriteMeta,
+) -> ApiResult<Response<Body>> {
+    let store = &cluster.store;
+    let ty = &rr.ty;
+    let ns = rr.namespace.clone().unwrap_or_default();
+    let name = rr.name.clone().ok_or_else(not_served)?;
+    if method == Method::GET {
+        let obj = store.get(ty, &ns, &name)?;
+        return Ok(json_response(StatusCode::OK, &scale_of(&obj.value())));
+    }
+    let raw = read_body(req).await?;
+    let media = content_type.split(';').next().unwrap_or_default().trim();
+    let change = match method {
+        Method::PUT => {
+            let body = request_object(content_type, &raw)?;
+            check_scale_body(&body, &name)?;
+            ScaleChange::Replace(body)
+        }
+        Method::PATCH => match media {
+            "application/merge-patch+json"
+            | "application/json-patch+json"
+            | "application/strategic-merge-patch+json" => ScaleChange::Patch {
+                json_patch: media == "application/json-patch+json",
+                doc: http::parse_json(&raw)?,
+            },
+            other => {
+                return Err(ApiError::unsupported_media_type(format!(
+                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {other:?})"
+                )));
+            }
+        },
+        _ => {
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
+        }
+    };
+    // The Scale wanted, from the object's current one.
+    let wanted = |mut current: Value| -> ApiResult<Value> {
+        match &change {
+            ScaleChange::Replace(body) => Ok(body.clone()),
+            ScaleChange::Patch { json_patch, doc } => {
+                // A Scale has no lists: a strategic merge is a merge.
+                let result = if *json_patch {
+                    patch::json_patch(&mut current, doc)
+                } else {
+                    patch::merge_patch(&mut current, doc)
+                };
+                result.map_err(|e| patch_error("scales", &name, e))?;
+                Ok(current)
+            }
+        }
+    };
+    let target = super::error::Target {
+        group: "autoscaling",
+        plural: "scales",
+        name: &name,
+    };
+    let set_replicas = |mut obj: Value| -> ApiResult<Value> {
+        let scale = wanted(scale_of(&obj))?;
+        let replicas = match scale.pointer("/spec/replicas") {
+            None | Some(Value::Null) => 0,
+            Some(v) => v.as_i64().ok_or_else(|| {
+                ApiError::invalid(
+                    &target,
+                    "Scale",
+                    "spec.replicas",
+                    &format!("Invalid value: {v}: must be an integer"),
+                )
+            })?,
+        };
+        if !(0..=i64::from(i32::MAX)).contains(&replicas) {
+            return Err(ApiError::invalid(
+                &target,
+                "Scale",
+                "spec.replicas",
+                &format!("Invalid value: {replicas}: must be greater than or equal to 0"),
+            ));
+        }
+        let rv = scale
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let Value::Object(fields) = &mut obj else {
+            return Err(ApiError::internal("stored object is not a JSON object"));
+        };
+        let spec = fields.entry("spec").or_insert_with(|| json!({}));
+        if !spec.is_object() {
+            *spec = json!({});
+        }
+        if let Value::Object(spec) = spec {
+            spec.insert("replicas".into(), json!(replicas));
+        }
+        // The Scale's resourceVersion is the object's: a stale one conflicts.
+        if let (Some(rv), Some(Value::Object(meta))) = (rv, fields.get_mut("metadata")) {
+            meta.insert("resourceVersion".into(), json!(rv));
+        }
+        Ok(obj)
+    };
+    let updated = store.update(
+        ty,
+        &ns,
+        &name,
+        Scope::Main,
+        Change::Patch(&set_replicas),
+        write,
+    )?;
+    Ok(json_response(StatusCode::OK, &scale_of(&updated.value())))
+}
+
+enum ScaleChange {
+    Replace(Value),
+    Patch { json_patch: bool, doc: Value },
+}
+
+/// A PUT body for `/scale`: an `autoscaling/v1` Scale of this object.
+fn check_scale_body(body: &Value, name: &str) -> ApiResult<()> {
+    let text = |p: &str| body.pointer(p).and_then(Value::as_str).unwrap_or_default();
+    let (api_version, kind) = (text("/apiVersion"), text("/kind"));
+    if !matches!(api_version, "" | "autoscaling/v1") || !matches!(kind, "" | "Scale") {
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version \"{api_version}\" cannot be handled as a Scale: the body of a /scale request must be an autoscaling/v1 Scale"
+        )));
+    }
+    match text("/metadata/name") {
+        "" => Ok(()),
+        n if n == name => Ok(()),
+        n => Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        ))),
+    }
+}
+
+/// The `autoscaling/v1` Scale of a Deployment (an unset `spec.replicas`
+/// is 1, the Deployment default).
+fn scale_of(obj: &Value) -> Value {
+    let meta = |k: &str| obj.pointer(&format!("/metadata/{k}")).cloned();
+    let mut metadata = serde_json::Map::new();
+    for key in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
+        if let Some(v) = meta(key) {
+            metadata.insert(key.into(), v);
+        }
+    }
+    let replicas = obj
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let mut status = json!({
+        "replicas": obj.pointer("/status/replicas").and_then(Value::as_i64).unwrap_or(0),
+    });
+    if let Some(selector) = obj.pointer("/spec/selector").and_then(selector_string) {
+        status["selector"] = json!(selector);
+    }
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": metadata,
+        "spec": {"replicas": replicas},
+        "status": status,
+    })
+}
+
+/// A LabelSelector as the string form `status.selector` of a Scale uses.
+fn selector_string(selector: &Value) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object) {
+        for (k, v) in labels {
+            parts.push(format!("{k}={}", v.as_str().unwrap_or_default()));
+        }
+    }
+    for expr in selector
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = expr.get("key").and_then(Value::as_str).unwrap_or_default();
+        let values: Vec<&str> = expr
+            .get("values")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        parts.push(match expr.get("operator").and_then(Value::as_str) {
+            Some("In") => format!("{key} in ({})", values.join(",")),
+            Some("NotIn") => format!("{key} notin ({})", values.join(",")),
+            Some("Exists") => key.to_string(),
+            Some("DoesNotExist") => format!("!{key}"),
+            _ => continue,
+        });
+    }
+    (!parts.is_empty()).then(|| parts.join(","))
+}
+
+fn patch_error(plural: &str, name: &str, e: patch::PatchError) -> ApiError {
     if e.is_bad_request() {
         ApiError::bad_request(e.to_string())
     } else {
         // Upstream answers these with NewGenericServerResponse(422) for no
         // particular resource: a generic message and empty details, which
         // kubectl prints as "The request is invalid: the server rejected …".
-        tracing::debug!(resource = %ty.plural, %name, error = %e, "patch rejected");
+        tracing::debug!(resource = %plural, %name, error = %e, "patch rejected");
         ApiError {
             details: Some(json!({})),
             ..ApiError::new(
@@ -413,11 +642,11 @@ fn validate_custom(rr: &ResourceRequest, obj: Value, query: &Query) -> ApiResult
     Ok(pruned)
 }
 
-fn delete_options(raw: &[u8], query: &Query) -> ApiResult<DeleteOptions> {
+fn delete_options(raw: &[u8], content_type: &str, query: &Query) -> ApiResult<DeleteOptions> {
     let body: Value = if raw.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
-        http::parse_json(raw)?
+        request_object(content_type, raw)?
     };
     let text = |k: &str| body.get(k).and_then(Value::as_str).map(str::to_string);
     let orphan = body

@@ -94,6 +94,48 @@ impl Kubectl {
             .unwrap_or_default()
     }
 
+    /// Sends one HTTP/1.1 request to the cluster without kubectl (for bodies
+    /// kubectl never sends); returns the status code and the JSON body.
+    pub fn raw_request(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> (u16, Value) {
+        let url = self.url();
+        let authority = url
+            .strip_prefix("http://")
+            .unwrap_or(&url)
+            .trim_end_matches('/');
+        let mut stream = std::net::TcpStream::connect(authority)
+            .unwrap_or_else(|e| panic!("connect to {authority}: {e}"));
+        stream
+            .set_read_timeout(Some(RUN_TIMEOUT))
+            .expect("set read timeout");
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: {content_type}\r\n\
+             Accept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).expect("write request");
+        stream.write_all(body).expect("write body");
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).expect("read response");
+        let text = String::from_utf8_lossy(&response);
+        let (head, body) = text
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("no HTTP head in {text:?}"));
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or_else(|| panic!("no status in {head:?}"));
+        let json = serde_json::from_str(body)
+            .unwrap_or_else(|e| panic!("{method} {path}: body is not JSON ({e}): {text}"));
+        (status, json)
+    }
+
     /// Writes a file (a manifest) into the temp dir and returns its path.
     pub fn write(&self, name: &str, contents: &str) -> String {
         let path = self.dir.join(name);
