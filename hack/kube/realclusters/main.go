@@ -1,0 +1,435 @@
+// Command real-clusters starts N real Kubernetes control planes on loopback
+// with the contract of `tfjob-federator sim` (ARCHITECTURE.md §5-6):
+//
+//	real-clusters --clusters N --kubeconfig-dir DIR [--nodes K] [--gpus-per-node G]
+//	    [--cpu-per-node C] [--memory-per-node M] [--register]
+//
+// writes DIR/<name>.kubeconfig (clusters home, member-1, …), then DIR/ready,
+// and runs until SIGINT or SIGTERM, when it stops every process it started.
+//
+// Per cluster: kube-apiserver (RBAC, the default admission plugins with Pod
+// Security, service-account tokens), kube-controller-manager, kube-scheduler,
+// kwok faking K nodes, the pod-lifecycle helper of kubelet.go, and a fault
+// proxy (proxy.go) that the written kubeconfig points at. One etcd serves
+// every cluster, each under its own key prefix: a cluster is its API
+// server's keys, and one etcd starts faster and weighs less than N; faults
+// are injected at the proxy, never at etcd, so sharing it changes nothing a
+// test can see.
+//
+// With REAL_CLUSTERS_EXIT_ON_STDIN_EOF=1 it also stops when its standard
+// input closes, so a test process that dies takes its clusters with it.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+type options struct {
+	clusters      int
+	kubeconfigDir string
+	nodes         int
+	gpus          int
+	cpu, memory   string
+	register      bool
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "real-clusters: "+format+"\n", args...)
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.clusters, "clusters", 1, "how many clusters: home, member-1, …")
+	flag.StringVar(&o.kubeconfigDir, "kubeconfig-dir", "", "where to write <name>.kubeconfig, then ready")
+	flag.IntVar(&o.nodes, "nodes", 4, "nodes per cluster")
+	flag.IntVar(&o.gpus, "gpus-per-node", 4, "nvidia.com/gpu per node")
+	flag.StringVar(&o.cpu, "cpu-per-node", "32", "cpu per node")
+	flag.StringVar(&o.memory, "memory-per-node", "128Gi", "memory per node")
+	flag.BoolVar(&o.register, "register", false, "install the CRDs on home and register the other clusters as members, with the identity of deploy/member-rbac.yaml")
+	flag.Parse()
+	if o.kubeconfigDir == "" || o.clusters < 1 {
+		fmt.Fprintln(os.Stderr, "usage: real-clusters --clusters N --kubeconfig-dir DIR [--nodes K] [--gpus-per-node G] [--cpu-per-node C] [--memory-per-node M] [--register]")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	if os.Getenv("REAL_CLUSTERS_EXIT_ON_STDIN_EOF") == "1" {
+		go func() {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			stop()
+		}()
+	}
+	ctx, died := context.WithCancelCause(ctx)
+	procs := &processes{died: died}
+	err := run(ctx, o, procs)
+	if cause := context.Cause(ctx); err == nil && cause != nil && cause != context.Canceled {
+		err = cause
+	}
+	stop()
+	procs.stopAll()
+	if err != nil {
+		logf("%v", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, procs *processes) error {
+	started := time.Now()
+	bin, err := binDir()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.kubeconfigDir, 0o755); err != nil {
+		return err
+	}
+	_ = os.Remove(filepath.Join(o.kubeconfigDir, "ready"))
+	work, err := os.MkdirTemp("", "real-clusters-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	logs := filepath.Join(o.kubeconfigDir, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return err
+	}
+	logf("logs in %s", logs)
+	etcd, err := startEtcd(ctx, procs, bin, work, logs)
+	if err != nil {
+		return err
+	}
+	names := []string{"home"}
+	for i := 1; i < o.clusters; i++ {
+		names = append(names, fmt.Sprintf("member-%d", i))
+	}
+	clusters := make([]*cluster, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			clusters[i], errs[i] = startCluster(ctx, procs, bin, work, logs, etcd, name, o)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, c := range clusters {
+		path := filepath.Join(o.kubeconfigDir, c.name+".kubeconfig")
+		if err := clientcmd.WriteToFile(*c.userKubeconfig(), path); err != nil {
+			return err
+		}
+	}
+	if o.register {
+		if err := registerMembers(ctx, clusters[0], clusters[1:]); err != nil {
+			return fmt.Errorf("registering members: %w", err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(o.kubeconfigDir, "ready"), nil, 0o644); err != nil {
+		return err
+	}
+	logf("%d cluster(s) ready in %.1fs; kubeconfigs in %s", len(clusters), time.Since(started).Seconds(), o.kubeconfigDir)
+	<-ctx.Done()
+	logf("stopping")
+	return nil
+}
+
+// binDir is where the built components are: beside this executable.
+func binDir() (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Dir(self)
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			return "", fmt.Errorf("%s is missing in %s: run hack/build-kube", name, dir)
+		}
+	}
+	return dir, nil
+}
+
+// processes are the children; each dies with this process (Pdeathsig) even
+// when it is killed outright, and one that exits before stopAll ends the run.
+type processes struct {
+	mu       sync.Mutex
+	cmds     []*exec.Cmd
+	stopping bool
+	died     context.CancelCauseFunc
+}
+
+func (p *processes) start(logs, name, path string, args ...string) error {
+	out, err := os.Create(filepath.Join(logs, name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	p.mu.Lock()
+	p.cmds = append(p.cmds, cmd)
+	p.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		out.Close()
+		p.mu.Lock()
+		stopping := p.stopping
+		p.mu.Unlock()
+		if !stopping {
+			p.died(fmt.Errorf("%s exited (%v); see %s", name, err, out.Name()))
+		}
+	}()
+	return nil
+}
+
+// stopAll sends SIGTERM to every child, and SIGKILL to those still there
+// after five seconds.
+func (p *processes) stopAll() {
+	p.mu.Lock()
+	p.stopping = true
+	cmds := p.cmds
+	p.mu.Unlock()
+	for _, cmd := range cmds {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, cmd := range cmds {
+		for cmd.ProcessState == nil && time.Now().Before(deadline) {
+			if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func randomToken() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func startEtcd(ctx context.Context, procs *processes, bin, work, logs string) (string, error) {
+	client, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	peer, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d", client)
+	dataDir := filepath.Join(work, "etcd")
+	if shm, err := os.MkdirTemp("/dev/shm", "real-clusters-etcd-"); err == nil {
+		dataDir = shm // in memory: tests need no durability
+		defer func() { go removeWhenDone(procs, shm) }()
+	}
+	err = procs.start(logs, "etcd", filepath.Join(bin, "etcd"),
+		"--name=real-clusters", "--data-dir="+dataDir,
+		"--listen-client-urls="+url, "--advertise-client-urls="+url,
+		fmt.Sprintf("--listen-peer-urls=http://127.0.0.1:%d", peer),
+		fmt.Sprintf("--initial-advertise-peer-urls=http://127.0.0.1:%d", peer),
+		fmt.Sprintf("--initial-cluster=real-clusters=http://127.0.0.1:%d", peer),
+		"--unsafe-no-fsync", "--quota-backend-bytes=4294967296", "--log-level=warn")
+	if err != nil {
+		return "", err
+	}
+	if err := waitHTTP(ctx, url+"/health", nil, 30*time.Second); err != nil {
+		return "", fmt.Errorf("etcd: %w", err)
+	}
+	return url, nil
+}
+
+// removeWhenDone removes dir once the children are being stopped.
+func removeWhenDone(procs *processes, dir string) {
+	for {
+		procs.mu.Lock()
+		stopping := procs.stopping
+		procs.mu.Unlock()
+		if stopping {
+			time.Sleep(500 * time.Millisecond)
+			_ = os.RemoveAll(dir)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func waitHTTP(ctx context.Context, url string, client *http.Client, limit time.Duration) error {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	deadline := time.Now().Add(limit)
+	var last error
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s not healthy after %s: %v", url, limit, last)
+}
+
+type cluster struct {
+	name       string
+	direct     string // the API server itself, for the cluster's components
+	proxied    string // the fault proxy, for everyone else
+	adminToken string
+	pki        *pki
+}
+
+func (c *cluster) kubeconfig(server string) *clientcmdapi.Config {
+	config := clientcmdapi.NewConfig()
+	config.Clusters[c.name] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: c.pki.caPEM}
+	config.AuthInfos[c.name] = &clientcmdapi.AuthInfo{Token: c.adminToken}
+	config.Contexts[c.name] = &clientcmdapi.Context{Cluster: c.name, AuthInfo: c.name, Namespace: "default"}
+	config.CurrentContext = c.name
+	return config
+}
+
+// userKubeconfig is what DIR/<name>.kubeconfig holds: admin, through the proxy.
+func (c *cluster) userKubeconfig() *clientcmdapi.Config { return c.kubeconfig(c.proxied) }
+
+func (c *cluster) restConfig(server string) (*rest.Config, error) {
+	config, err := clientcmd.NewDefaultClientConfig(*c.kubeconfig(server), nil).ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	config.QPS, config.Burst = 200, 400
+	return config, nil
+}
+
+func startCluster(ctx context.Context, procs *processes, bin, work, logs, etcd, name string, o options) (*cluster, error) {
+	dir := filepath.Join(work, name)
+	p, err := makePKI(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{name: name, direct: fmt.Sprintf("https://127.0.0.1:%d", port), adminToken: randomToken(), pki: p}
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte(c.adminToken+",admin,admin,system:masters\n"), 0o600); err != nil {
+		return nil, err
+	}
+	err = procs.start(logs, name+"-kube-apiserver", filepath.Join(bin, "kube-apiserver"),
+		"--etcd-servers="+etcd, "--etcd-prefix=/"+name,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
+		"--tls-cert-file="+p.serverCert, "--tls-private-key-file="+p.serverKey,
+		"--token-auth-file="+tokens,
+		"--authorization-mode=Node,RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+p.saPub, "--service-account-signing-key-file="+p.saKey,
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--allow-privileged=true", "--endpoint-reconciler-type=none", "--profiling=false")
+	if err != nil {
+		return nil, err
+	}
+	admin, err := c.restConfig(c.direct)
+	if err != nil {
+		return nil, err
+	}
+	transport, err := rest.TransportFor(admin)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, c.direct+"/readyz", &http.Client{Transport: transport}, 90*time.Second); err != nil {
+		return nil, fmt.Errorf("%s kube-apiserver: %w", name, err)
+	}
+	logf("%s: kube-apiserver ready", name)
+	componentConfig := filepath.Join(dir, "admin.kubeconfig")
+	if err := clientcmd.WriteToFile(*c.kubeconfig(c.direct), componentConfig); err != nil {
+		return nil, err
+	}
+	err = errors.Join(
+		procs.start(logs, name+"-kube-controller-manager", filepath.Join(bin, "kube-controller-manager"),
+			"--kubeconfig="+componentConfig, "--leader-elect=false", "--secure-port=0",
+			"--use-service-account-credentials=true",
+			"--service-account-private-key-file="+p.saKey, "--root-ca-file="+p.caFile,
+			// Everything but what needs volumes, a cloud or a CSR signer.
+			"--controllers=*,-node-ipam-controller,-persistentvolume-attach-detach-controller,-persistentvolume-binder-controller,-persistentvolume-expander-controller,-ephemeral-volume-controller,-certificatesigningrequest-signing-controller,-certificatesigningrequest-approving-controller,-certificatesigningrequest-cleaner-controller"),
+		procs.start(logs, name+"-kube-scheduler", filepath.Join(bin, "kube-scheduler"),
+			"--kubeconfig="+componentConfig, "--leader-elect=false", "--secure-port=0"),
+	)
+	if err != nil {
+		return nil, err
+	}
+	stages := filepath.Join(dir, "kwok.yaml")
+	if err := os.WriteFile(stages, []byte(kwokNodeStages), 0o644); err != nil {
+		return nil, err
+	}
+	err = procs.start(logs, name+"-kwok", filepath.Join(bin, "kwok"),
+		"--kubeconfig="+componentConfig, "--config="+stages,
+		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake")
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	if err := createNodes(ctx, client, name, o); err != nil {
+		return nil, fmt.Errorf("%s nodes: %w", name, err)
+	}
+	if err := runKubelet(ctx, client); err != nil {
+		return nil, err
+	}
+	proxy, err := newFaultProxy(c.direct, p.caPEM)
+	if err != nil {
+		return nil, err
+	}
+	if c.proxied, err = proxy.serve(p.serverCert, p.serverKey); err != nil {
+		return nil, err
+	}
+	if err := waitNodesReady(ctx, client, o.nodes); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	logf("%s: %d nodes ready; serving on %s", name, o.nodes, c.proxied)
+	return c, nil
+}
