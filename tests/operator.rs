@@ -1,10 +1,14 @@
-//! The operator end to end (issue 4's acceptance): each test starts its own
-//! simulated cluster in-process, installs the CRDs and runs the controller
-//! binary (`tfjob-federator run`) against it over loopback HTTP. Pods behave
+//! The operator end to end (issue 4's acceptance), on both grounds: a
+//! simulated cluster of the test's own (in-process), or the shared real
+//! cluster of `hack/real-clusters` (a namespace of the test's own, the
+//! controller under the identity `deploy/controller.yaml` ships); the CRDs
+//! installed and the controller binary (`tfjob-federator run`) running
+//! against it over loopback HTTP. Pods behave
 //! as their `sim.federation.tfjob.io/*` annotations script; the tests assert
 //! only on what the API shows: job status, pods, services, PodGroups,
 //! TensorBoards, Events and kubectl's output.
 
+#[macro_use]
 #[path = "common/operator.rs"]
 mod operator_support;
 
@@ -83,15 +87,14 @@ async fn recorded_phases(
     .await
 }
 
-fn tf_config(job: &str, task: &str, index: i32) -> String {
+fn tf_config(ns: &str, job: &str, task: &str, index: i32) -> String {
     format!(
-        r#"{{"cluster":{{"chief":["{job}-chief-0.default.svc:2222"],"ps":["{job}-ps-0.default.svc:2222"],"worker":["{job}-worker-0.default.svc:2222","{job}-worker-1.default.svc:2222"]}},"task":{{"type":"{task}","index":{index}}},"environment":"cloud"}}"#
+        r#"{{"cluster":{{"chief":["{job}-chief-0.{ns}.svc:2222"],"ps":["{job}-ps-0.{ns}.svc:2222"],"worker":["{job}-worker-0.{ns}.svc:2222","{job}-worker-1.{ns}.svc:2222"]}},"task":{{"type":"{task}","index":{index}}},"environment":"cloud"}}"#
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chief_workers_and_ps_run_then_succeed() {
-    let env = Env::start("chief-workers-ps").await;
+async fn chief_workers_and_ps_run_then_succeed(ground: Ground) {
+    let env = Env::start_on(ground, "chief-workers-ps").await;
     let recorder = Recorder::start(env.jobs()).await;
     // Pods pend long enough for the Pending phase to be written.
     let pending = ("pending-seconds", "0.7");
@@ -135,7 +138,14 @@ async fn chief_workers_and_ps_run_then_succeed() {
             .and_then(|rest| rest.rsplit_once('-'))
             .expect("<job>-<type>-<index>");
         let labels = pod.labels();
-        let expected: BTreeMap<String, String> = [
+        // Bound pods carry their node's zone and region (kube-apiserver's
+        // PodTopologyLabels admission).
+        let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+        let node = Api::<k8s_openapi::api::core::v1::Node>::all(env.client.clone())
+            .get(&node_name.expect("a bound pod"))
+            .await
+            .expect("the pod's node");
+        let mut expected: BTreeMap<String, String> = [
             ("app.kubernetes.io/managed-by", "tfjob-federator"),
             ("federation.tfjob.io/job-name", "mnist"),
             ("federation.tfjob.io/job-uid", uid.as_str()),
@@ -147,6 +157,9 @@ async fn chief_workers_and_ps_run_then_succeed() {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
+        for key in ["topology.kubernetes.io/region", "topology.kubernetes.io/zone"] {
+            expected.insert(key.to_string(), node.labels()[key].clone());
+        }
         assert_eq!(labels, &expected, "labels of {name}");
         assert!(
             pod.annotations()
@@ -164,7 +177,7 @@ async fn chief_workers_and_ps_run_then_succeed() {
         let index: i32 = index.parse().expect("index");
         assert_eq!(
             tf_env(pod, "TF_CONFIG").as_deref(),
-            Some(tf_config("mnist", rtype, index).as_str()),
+            Some(tf_config(&env.namespace, "mnist", rtype, index).as_str()),
             "TF_CONFIG of {name}"
         );
         let ports = main_container(pod).ports.clone().unwrap_or_default();
@@ -280,9 +293,8 @@ async fn chief_workers_and_ps_run_then_succeed() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_a_chief_worker_0_decides() {
-    let env = Env::start("no-chief").await;
+async fn without_a_chief_worker_0_decides(ground: Ground) {
+    let env = Env::start_on(ground, "no-chief").await;
     // No chief: worker-0 is the master. The ps and the evaluator would run
     // for an hour; the job ends when worker-0 does.
     let spec = json!({"replicaSpecs": [
@@ -320,9 +332,8 @@ async fn without_a_chief_worker_0_decides() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exit_code_policy_restarts_only_retryable_codes() {
-    let env = Env::start("exit-code").await;
+async fn exit_code_policy_restarts_only_retryable_codes(ground: Ground) {
+    let env = Env::start_on(ground, "exit-code").await;
     let pods = Recorder::start(env.pods()).await;
     let retry = json!({"replicaSpecs": [with_policy(
         replica("worker", 1, &[PENDING, run("0.5"), exits("137,0")]), "ExitCode")]});
@@ -356,9 +367,8 @@ async fn exit_code_policy_restarts_only_retryable_codes() {
     assert_eq!(pods.added_per_name().get("fatal-worker-0"), Some(&1));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_failure_stops_at_the_backoff_limit() {
-    let env = Env::start("backoff").await;
+async fn on_failure_stops_at_the_backoff_limit(ground: Ground) {
+    let env = Env::start_on(ground, "backoff").await;
     let pods = Recorder::start(env.pods()).await;
     let spec = json!({
         "runPolicy": {"backoffLimit": 2},
@@ -390,9 +400,8 @@ async fn on_failure_stops_at_the_backoff_limit() {
     pods_stay(&env, "flaky", &["flaky-worker-0"]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn never_fails_the_job_but_an_evaluator_only_sets_replica_failure() {
-    let env = Env::start("never").await;
+async fn never_fails_the_job_but_an_evaluator_only_sets_replica_failure(ground: Ground) {
+    let env = Env::start_on(ground, "never").await;
     let never = json!({"replicaSpecs": [
         replica("chief", 1, &[PENDING, run("3600")]),
         with_policy(replica("worker", 1, &[PENDING, run("0.3"), exits("1")]), "Never"),
@@ -428,9 +437,8 @@ async fn never_fails_the_job_but_an_evaluator_only_sets_replica_failure() {
     assert_eq!(condition_status(&done, "Failed"), "False");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn active_deadline_fails_the_job_and_deletes_every_pod() {
-    let env = Env::start("deadline").await;
+async fn active_deadline_fails_the_job_and_deletes_every_pod(ground: Ground) {
+    let env = Env::start_on(ground, "deadline").await;
     let spec = json!({
         "runPolicy": {"activeDeadlineSeconds": 2, "cleanUpPolicy": "None"},
         "replicaSpecs": [
@@ -455,9 +463,8 @@ async fn active_deadline_fails_the_job_and_deletes_every_pod() {
     assert!(events.iter().any(|e| e.reason.as_deref() == Some("Failed")));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clean_up_policies_leave_the_right_pods() {
-    let env = Env::start("clean-up").await;
+async fn clean_up_policies_leave_the_right_pods(ground: Ground) {
+    let env = Env::start_on(ground, "clean-up").await;
     let spec = |policy: &str| {
         json!({
             "runPolicy": {"cleanUpPolicy": policy},
@@ -499,9 +506,8 @@ async fn clean_up_policies_leave_the_right_pods() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pause_then_resume_with_resume_specs() {
-    let env = Env::start("pause").await;
+async fn pause_then_resume_with_resume_specs(ground: Ground) {
+    let env = Env::start_on(ground, "pause").await;
     let jobs = Recorder::start(env.jobs()).await;
     let pods = Recorder::start(env.pods()).await;
     let spec = json!({
@@ -564,9 +570,8 @@ async fn pause_then_resume_with_resume_specs() {
     assert_eq!(chief.args, Some(vec!["--resume".to_string()]));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn debug_mode_runs_the_debug_command_and_tolerates_failures() {
-    let env = Env::start("debug").await;
+async fn debug_mode_runs_the_debug_command_and_tolerates_failures(ground: Ground) {
+    let env = Env::start_on(ground, "debug").await;
     let spec = json!({
         "runMode": {"debug": {"enabled": true, "replicaSpecs": [
             {"type": "worker", "command": ["bash", "-c", "sleep 3600"]},
@@ -624,7 +629,7 @@ async fn t9k_scheduler_gets_a_pod_group() {
     let uid = env.submit(&job("gang", spec)).await.uid().expect("uid");
     let groups: Api<DynamicObject> = Api::namespaced_with(
         env.client.clone(),
-        NS,
+        &env.namespace,
         &ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk("scheduler.tensorstack.dev", "v1beta1", "PodGroup"),
             "podgroups",
@@ -673,9 +678,8 @@ fn tensorboard_resource() -> ApiResource {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tensorboard_is_created_and_reported() {
-    let env = Env::start("tensorboard").await;
+async fn tensorboard_is_created_and_reported(ground: Ground) {
+    let env = Env::start_on(ground, "tensorboard").await;
     let spec = json!({
         "tensorboardSpec": {"image": "tensorflow/tensorflow:2.15.0", "trainingLogFilesets": ["t9k://pvc/logs/mnist"]},
         "replicaSpecs": [replica("worker", 1, &[PENDING, run("1")])],
@@ -703,7 +707,7 @@ async fn tensorboard_is_created_and_reported() {
     install_schemaless_crd(&env.client, &tensorboard_resource()).await;
     let uid = env.submit(&job("board", spec)).await.uid().expect("uid");
     let boards: Api<DynamicObject> =
-        Api::namespaced_with(env.client.clone(), NS, &tensorboard_resource());
+        Api::namespaced_with(env.client.clone(), &env.namespace, &tensorboard_resource());
     let created = wait_for("the TensorBoard", WAIT, async || {
         boards.get_opt("board").await.ok().flatten()
     })
@@ -765,9 +769,8 @@ async fn tensorboard_is_created_and_reported() {
     env.wait_phase("board", JobPhase::Succeeded).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn invalid_specs_fail_with_invalid_spec_and_others_run() {
-    let env = Env::start("invalid").await;
+async fn invalid_specs_fail_with_invalid_spec_and_others_run(ground: Ground) {
+    let env = Env::start_on(ground, "invalid").await;
     let worker = || replica("worker", 1, &[PENDING, run("0.5")]);
     let mut trainer = worker();
     trainer["template"]["spec"]["containers"][0]["name"] = json!("trainer");
@@ -882,9 +885,8 @@ async fn invalid_specs_fail_with_invalid_spec_and_others_run() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleting_a_running_job_removes_its_pods_and_services_first() {
-    let env = Env::start("delete").await;
+async fn deleting_a_running_job_removes_its_pods_and_services_first(ground: Ground) {
+    let env = Env::start_on(ground, "delete").await;
     let spec = json!({"replicaSpecs": [
         replica("chief", 1, &[PENDING, run("3600")]),
         replica("worker", 2, &[PENDING, run("3600")]),
@@ -980,9 +982,8 @@ async fn deleting_a_running_job_removes_its_pods_and_services_first() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_controller_resumes_without_duplicates() {
-    let mut env = Env::start("restart").await;
+async fn a_killed_controller_resumes_without_duplicates(ground: Ground) {
+    let mut env = Env::start_on(ground, "restart").await;
     let pods = Recorder::start(env.pods()).await;
     let spec = json!({"replicaSpecs": [
         replica("chief", 1, &[PENDING, run("4")]),
@@ -1039,9 +1040,8 @@ async fn a_killed_controller_resumes_without_duplicates() {
     assert_eq!(added, expected, "pods created per name");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_controller_killed_at_any_moment_never_duplicates_pods() {
-    let mut env = Env::start("restarts").await;
+async fn a_controller_killed_at_any_moment_never_duplicates_pods(ground: Ground) {
+    let mut env = Env::start_on(ground, "restarts").await;
     let pods = Recorder::start(env.pods()).await;
     let spec = json!({"replicaSpecs": [
         replica("chief", 1, &[PENDING, run("2.5")]),
@@ -1064,9 +1064,8 @@ async fn a_controller_killed_at_any_moment_never_duplicates_pods() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_shows_the_printer_columns() {
-    let env = Env::start("kubectl").await;
+async fn kubectl_shows_the_printer_columns(ground: Ground) {
+    let env = Env::start_on(ground, "kubectl").await;
     env.submit(&job(
         "done",
         json!({"replicaSpecs": [replica("worker", 1, &[PENDING, run("0.3")])]}),
@@ -1263,3 +1262,25 @@ async fn two_hundred_jobs_succeed_with_few_status_writes() {
         problems.join("\n")
     );
 }
+
+// The scenarios above that run on both grounds. Not on the real ground: the
+// T9k gang (no T9k Scheduler on a real cluster: its pods would stay Pending)
+// and the 200-job run (it sizes the simulated nodes; throughput is measured
+// by the benchmarks).
+on_both_grounds!(
+    chief_workers_and_ps_run_then_succeed,
+    without_a_chief_worker_0_decides,
+    exit_code_policy_restarts_only_retryable_codes,
+    on_failure_stops_at_the_backoff_limit,
+    never_fails_the_job_but_an_evaluator_only_sets_replica_failure,
+    active_deadline_fails_the_job_and_deletes_every_pod,
+    clean_up_policies_leave_the_right_pods,
+    pause_then_resume_with_resume_specs,
+    debug_mode_runs_the_debug_command_and_tolerates_failures,
+    tensorboard_is_created_and_reported,
+    invalid_specs_fail_with_invalid_spec_and_others_run,
+    deleting_a_running_job_removes_its_pods_and_services_first,
+    a_killed_controller_resumes_without_duplicates,
+    a_controller_killed_at_any_moment_never_duplicates_pods,
+    kubectl_shows_the_printer_columns,
+);

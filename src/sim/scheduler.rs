@@ -509,6 +509,10 @@ fn apply(cluster: &Cluster, decisions: Vec<Decision>) {
             now: now(),
             dry_run: false,
         };
+        let topology = match &decision {
+            Decision::Bind { node, .. } => topology_labels(cluster, node),
+            Decision::Unschedulable { .. } => Vec::new(),
+        };
         let change = |mut pod: Value| -> super::error::ApiResult<Value> {
             if text(&pod, "/metadata/uid") != *uid || !text(&pod, "/spec/nodeName").is_empty() {
                 return Ok(pod);
@@ -516,6 +520,12 @@ fn apply(cluster: &Cluster, decisions: Vec<Decision>) {
             let condition = match &decision {
                 Decision::Bind { node, .. } => {
                     pod["spec"]["nodeName"] = json!(node);
+                    if !topology.is_empty() && !pod["metadata"]["labels"].is_object() {
+                        pod["metadata"]["labels"] = json!({});
+                    }
+                    for (key, value) in &topology {
+                        pod["metadata"]["labels"][key] = json!(value);
+                    }
                     json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": write.now})
                 }
                 Decision::Unschedulable { message, .. } => json!({
@@ -536,6 +546,24 @@ fn apply(cluster: &Cluster, decisions: Vec<Decision>) {
             &write,
         );
     }
+}
+
+/// The node's zone and region labels, which kube-apiserver's PodTopologyLabels
+/// admission copies onto a pod when it is bound (on by default since 1.35).
+fn topology_labels(cluster: &Cluster, node: &str) -> Vec<(String, String)> {
+    let Some(nodes) = cluster.store.resource_type("", "nodes") else {
+        return Vec::new();
+    };
+    let Ok(node) = cluster.store.get(&nodes, "", node) else {
+        return Vec::new();
+    };
+    ["topology.kubernetes.io/zone", "topology.kubernetes.io/region"]
+        .into_iter()
+        .filter_map(|key| {
+            let value = node.value().pointer("/metadata/labels")?.get(key)?.as_str()?.to_string();
+            Some((key.to_string(), value))
+        })
+        .collect()
 }
 
 /// Replaces (or adds) the pod condition of the same type, keeping its

@@ -1,14 +1,21 @@
-//! Helpers for the operator's integration tests: one simulated cluster per
-//! test (in-process, real loopback HTTP), the CRDs installed from
-//! `tfjob_federator::api::crds()`, and the controller as a subprocess
+//! Helpers for the operator's integration tests, on either ground: a
+//! simulated cluster of the test's own (in-process, real loopback HTTP), or
+//! the real cluster of `hack/real-clusters` shared by the test binary (a
+//! namespace of the test's own, the controller under the identity
+//! `deploy/controller.yaml` ships). The CRDs come from
+//! `tfjob_federator::api::crds()`; the controller runs as a subprocess
 //! (`tfjob-federator run --kubeconfig FILE`) that a test may kill and start
 //! again. The tests only talk to the cluster over HTTP, as users do.
 //!
-//! Include with `#[path = "common/operator.rs"] mod operator_support;`.
+//! Include with `#[macro_use] #[path = "common/operator.rs"] mod operator_support;`.
 #![allow(dead_code)]
 
 #[path = "kube.rs"]
 mod sim_kube;
+#[macro_use]
+#[path = "real.rs"]
+pub mod real;
+pub use real::Ground;
 pub use sim_kube::{client_for, eventually_within as wait_for, install_schemaless_crd};
 
 use std::collections::BTreeMap;
@@ -22,32 +29,36 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use tfjob_federator::api::{self, JobPhase, TensorFlowTrainingJob};
+use tfjob_federator::api::{JobPhase, TensorFlowTrainingJob};
 use tfjob_federator::sim::{self, ClusterHandle, NodeShape, SimOptions};
 
-/// The namespace every test job lives in.
-pub const NS: &str = "default";
 /// How long a job may take to reach a state a test waits for (generous:
 /// tests run in parallel on small machines).
 pub const WAIT: Duration = Duration::from_secs(30);
 /// Annotation prefix of the simulated kubelet's behaviour script.
 pub const SIM: &str = "sim.federation.tfjob.io/";
 
-/// One test's world: a simulated cluster, a client for it, a private temp
-/// dir (kubeconfig, controller config and log) and the controller process.
+/// One test's world: a cluster, an admin client for it, the test's
+/// namespace, a private temp dir (controller config and log) and the
+/// controller process.
 pub struct Env {
     pub client: Client,
+    pub namespace: String,
     pub dir: PathBuf,
+    /// Admin, for the test and kubectl.
     pub kubeconfig: PathBuf,
+    /// What the controller runs with.
+    controller_kubeconfig: PathBuf,
     cluster: Option<ClusterHandle>,
     controller: Option<ControllerProcess>,
     config: Option<PathBuf>,
+    /// On the real ground: the shared cluster is this test's meanwhile.
+    _turn: Option<tokio::sync::MutexGuard<'static, ()>>,
 }
 
 /// The controller subprocess; killed (SIGKILL) when dropped.
@@ -63,9 +74,18 @@ impl Drop for ControllerProcess {
 }
 
 impl Env {
-    /// A cluster with the default nodes, the CRDs installed, the controller running.
+    /// A simulated cluster with the default nodes, the CRDs installed, the
+    /// controller running.
     pub async fn start(test: &str) -> Env {
-        Env::start_with(test, SimOptions::default(), None).await
+        Env::start_on(Ground::Sim, test).await
+    }
+
+    /// As `start`, on `ground`.
+    pub async fn start_on(ground: Ground, test: &str) -> Env {
+        match ground {
+            Ground::Sim => Env::start_with(test, SimOptions::default(), None).await,
+            Ground::Real => Env::start_real(test).await,
+        }
     }
 
     /// As `start`, with sim options and an optional controller config (YAML).
@@ -73,8 +93,7 @@ impl Env {
         let handle = sim::start_cluster("home", &options)
             .await
             .expect("start simulated cluster");
-        let dir = std::env::temp_dir().join(format!("operator-{test}-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
+        let dir = test_dir(test);
         let kubeconfig = dir.join("kubeconfig");
         std::fs::write(&kubeconfig, handle.kubeconfig()).expect("write kubeconfig");
         let config = config.map(|text| {
@@ -83,26 +102,45 @@ impl Env {
             path
         });
         let client = client_for(&handle.kubeconfig()).await;
-        let mut env = Env {
+        let env = Env {
             client,
+            namespace: "default".into(),
             dir,
+            controller_kubeconfig: kubeconfig.clone(),
             kubeconfig,
             cluster: Some(handle),
             controller: None,
             config,
+            _turn: None,
         };
-        env.install_crds().await;
-        env.start_controller();
-        env
+        env.begin().await
     }
 
-    async fn install_crds(&self) {
-        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-        for crd in api::crds() {
-            crds.create(&PostParams::default(), &crd)
-                .await
-                .expect("install CRD");
-        }
+    /// On the shared real cluster: a namespace of the test's own, what
+    /// earlier tests left cleaned away, the controller under its shipped
+    /// identity.
+    async fn start_real(test: &str) -> Env {
+        let clusters = real::one_cluster();
+        let turn = clusters.exclusive().await;
+        real::clean_slate(clusters, &["home"]).await;
+        let client = clusters.client("home").await;
+        let namespace = real::test_namespace(&client, test).await;
+        let env = Env {
+            client,
+            namespace,
+            dir: test_dir(test),
+            kubeconfig: clusters.kubeconfig("home"),
+            controller_kubeconfig: clusters.controller_kubeconfig().await,
+            cluster: None,
+            controller: None,
+            config: None,
+            _turn: Some(turn),
+        };
+        env.begin().await
+    }
+
+    async fn begin(mut self) -> Env {
+        real::install_crds(&self.client).await;
         let jobs = self.jobs();
         wait_for(
             "the TensorFlowTrainingJob type to be served",
@@ -110,6 +148,8 @@ impl Env {
             async || jobs.list(&ListParams::default()).await.ok(),
         )
         .await;
+        self.start_controller();
+        self
     }
 
     /// Starts the controller process (logging to `controller.log`).
@@ -123,7 +163,7 @@ impl Env {
         let mut command = Command::new(env!("CARGO_BIN_EXE_tfjob-federator"));
         command
             .args(["--log-format", "json", "run", "--kubeconfig"])
-            .arg(&self.kubeconfig)
+            .arg(&self.controller_kubeconfig)
             // Tests run side by side: each controller serves on a port of its own.
             .args(["--metrics-addr", "127.0.0.1:0"]);
         if let Some(config) = &self.config {
@@ -169,19 +209,19 @@ impl Env {
     }
 
     pub fn jobs(&self) -> Api<TensorFlowTrainingJob> {
-        Api::namespaced(self.client.clone(), NS)
+        Api::namespaced(self.client.clone(), &self.namespace)
     }
 
     pub fn pods(&self) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), NS)
+        Api::namespaced(self.client.clone(), &self.namespace)
     }
 
     pub fn services(&self) -> Api<Service> {
-        Api::namespaced(self.client.clone(), NS)
+        Api::namespaced(self.client.clone(), &self.namespace)
     }
 
     pub fn events(&self) -> Api<Event> {
-        Api::namespaced(self.client.clone(), NS)
+        Api::namespaced(self.client.clone(), &self.namespace)
     }
 
     pub async fn submit(&self, job: &TensorFlowTrainingJob) -> TensorFlowTrainingJob {
@@ -293,6 +333,7 @@ impl Env {
         let output = tokio::time::timeout(
             WAIT,
             tokio::process::Command::new(kubectl_binary())
+                .args(["--namespace", &self.namespace])
                 .args(args)
                 .env("KUBECONFIG", &self.kubeconfig)
                 .env("KUBECACHEDIR", self.dir.join("kube-cache"))
@@ -334,6 +375,12 @@ impl Drop for Env {
             drop(cluster);
         }
     }
+}
+
+fn test_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("operator-{test}-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
 }
 
 fn kubectl_binary() -> PathBuf {
@@ -389,12 +436,12 @@ pub fn with_policy(mut replica: Value, policy: &str) -> Value {
     replica
 }
 
-/// A job in [`NS`] with the given spec.
+/// A job with the given spec (in the namespace it is submitted to).
 pub fn job(name: &str, spec: Value) -> TensorFlowTrainingJob {
     serde_json::from_value(json!({
         "apiVersion": "batch.tensorstack.dev/v1beta1",
         "kind": "TensorFlowTrainingJob",
-        "metadata": {"name": name, "namespace": NS},
+        "metadata": {"name": name},
         "spec": spec,
     }))
     .expect("a TensorFlowTrainingJob")

@@ -1,0 +1,394 @@
+//! Real control planes for the tests: `hack/real-clusters` (kube-apiserver,
+//! etcd, kube-controller-manager, kube-scheduler and kwok, built from the Go
+//! modules in `hack/`), started once per test binary and shared by its
+//! tests, which take turns ([`RealClusters::exclusive`]): a test that starts
+//! a controller owns the clusters while it runs, since a controller acts on
+//! every namespace and capacity is per cluster, not per namespace.
+//!
+//! The launcher builds the components on first use (many minutes on a cold
+//! machine, progress on stderr). When Go or a component is missing the tests
+//! fail with a message naming the command that fixes it; nothing is skipped.
+//!
+//! Include with `#[path = "common/real.rs"] mod real;`.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::GroupVersionKind;
+use kube::{Client, Config};
+use serde_json::{Value, json};
+
+/// Where a test runs: a simulated cluster of its own, or the real clusters
+/// its test binary shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ground {
+    Sim,
+    Real,
+}
+
+/// For each `async fn NAME(ground: Ground)` of the scenario list, the tests
+/// `NAME::sim` and `NAME::real`: one source, both grounds.
+#[allow(unused_macros)]
+macro_rules! on_both_grounds {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sim() {
+                super::$name(super::Ground::Sim).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn real() {
+                super::$name(super::Ground::Real).await
+            }
+        }
+    )*};
+}
+
+/// How long the first start may take: it may build Kubernetes.
+const START_LIMIT: Duration = Duration::from_secs(45 * 60);
+
+/// One running `hack/real-clusters`, stopped when the test binary exits (it
+/// watches its standard input, which closes with this process).
+pub struct RealClusters {
+    pub dir: PathBuf,
+    _launcher: Mutex<Child>,
+    turn: tokio::sync::Mutex<()>,
+    controller_kubeconfig: tokio::sync::OnceCell<PathBuf>,
+}
+
+pub fn repo_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+static ONE: OnceLock<RealClusters> = OnceLock::new();
+static THREE: OnceLock<RealClusters> = OnceLock::new();
+
+/// One cluster, `home`, with the default nodes (4 × 4 GPUs) and no members.
+pub fn one_cluster() -> &'static RealClusters {
+    ONE.get_or_init(|| RealClusters::start(&["--clusters", "1"]))
+}
+
+/// `home`, `member-1` and `member-2`, one node of 4 GPUs each, the members
+/// registered with the identity of `deploy/member-rbac.yaml` (the shape of
+/// the federation tests).
+pub fn three_clusters() -> &'static RealClusters {
+    THREE.get_or_init(|| {
+        RealClusters::start(&[
+            "--clusters",
+            "3",
+            "--register",
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "4",
+        ])
+    })
+}
+
+impl RealClusters {
+    fn start(args: &[&str]) -> RealClusters {
+        let dir = std::env::temp_dir().join(format!(
+            "real-clusters-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        eprintln!(
+            "starting real clusters ({}) in {}; a first run builds Kubernetes from Go modules (many minutes)",
+            args.join(" "),
+            dir.display()
+        );
+        let mut child = Command::new(repo_path("hack/real-clusters"))
+            .arg("--kubeconfig-dir")
+            .arg(&dir)
+            .args(args)
+            .env("REAL_CLUSTERS_EXIT_ON_STDIN_EOF", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("hack/real-clusters does not start ({e}): it needs bash and Go 1.26 on PATH; `hack/build-kube` builds the components"));
+        let deadline = Instant::now() + START_LIMIT;
+        while !dir.join("ready").exists() {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "hack/real-clusters exited ({status}) before its clusters were ready: see its messages above and the logs in {}; `hack/build-kube` builds the components (Go 1.26 needed)",
+                    dir.join("logs").display()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "real clusters not ready after {START_LIMIT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        RealClusters {
+            dir,
+            _launcher: Mutex::new(child),
+            turn: tokio::sync::Mutex::new(()),
+            controller_kubeconfig: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    pub fn kubeconfig(&self, cluster: &str) -> PathBuf {
+        self.dir.join(format!("{cluster}.kubeconfig"))
+    }
+
+    /// An admin client of `cluster`, through its fault proxy.
+    pub async fn client(&self, cluster: &str) -> Client {
+        client_from_file(&self.kubeconfig(cluster)).await
+    }
+
+    /// The clusters are this test's until the guard drops.
+    pub async fn exclusive(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.turn.lock().await
+    }
+
+    /// A kubeconfig for home with the identity `deploy/controller.yaml`
+    /// ships: its RBAC objects applied, a token of its ServiceAccount.
+    pub async fn controller_kubeconfig(&self) -> PathBuf {
+        self.controller_kubeconfig
+            .get_or_init(async || {
+                let home = self.client("home").await;
+                apply_manifest(&home, &repo_path("deploy/controller.yaml"), |kind| {
+                    !matches!(kind, "Deployment" | "Service" | "ConfigMap")
+                })
+                .await;
+                let token = service_account_token(&home, "tfjob-federator", "tfjob-federator").await;
+                let path = self.dir.join("controller-identity.kubeconfig");
+                std::fs::write(&path, with_token(&self.kubeconfig("home"), &token))
+                    .expect("write the controller's kubeconfig");
+                path
+            })
+            .await
+            .clone()
+    }
+}
+
+pub async fn client_from_file(path: &Path) -> Client {
+    let yaml = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("read kubeconfig {}: {e}", path.display()));
+    let kubeconfig = Kubeconfig::from_yaml(&yaml).expect("parse kubeconfig");
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("config from kubeconfig");
+    Client::try_from(config).expect("client from config")
+}
+
+/// Server-side applies the documents of a manifest whose kind `keep` accepts.
+pub async fn apply_manifest(client: &Client, path: &Path, keep: impl Fn(&str) -> bool) {
+    let text = std::fs::read_to_string(path).expect("read manifest");
+    for document in serde_yaml::Deserializer::from_str(&text) {
+        let object: Value = serde::Deserialize::deserialize(document).expect("YAML document");
+        let Some(kind) = object["kind"].as_str() else {
+            continue;
+        };
+        if !keep(kind) {
+            continue;
+        }
+        apply(client, &object).await;
+    }
+}
+
+/// Server-side applies one object (any kind the server serves).
+pub async fn apply(client: &Client, object: &Value) {
+    let api_version = object["apiVersion"].as_str().expect("apiVersion");
+    let kind = object["kind"].as_str().expect("kind");
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .unwrap_or_else(|e| panic!("{kind} is served: {e}"));
+    let name = object["metadata"]["name"].as_str().expect("name");
+    let api: Api<DynamicObject> = match (
+        capabilities.scope,
+        object["metadata"]["namespace"].as_str(),
+    ) {
+        (kube::discovery::Scope::Namespaced, Some(ns)) => {
+            Api::namespaced_with(client.clone(), ns, &resource)
+        }
+        (kube::discovery::Scope::Namespaced, None) => {
+            Api::default_namespaced_with(client.clone(), &resource)
+        }
+        (kube::discovery::Scope::Cluster, _) => Api::all_with(client.clone(), &resource),
+    };
+    api.patch(
+        name,
+        &PatchParams::apply("tfjob-federator-tests").force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("apply {kind} {name}: {e}"));
+}
+
+/// A day-long token of a ServiceAccount (TokenRequest, as `kubectl create
+/// token` does).
+pub async fn service_account_token(client: &Client, namespace: &str, name: &str) -> String {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(24 * 60 * 60),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut last = None;
+    // The ServiceAccount may have been created a moment ago.
+    for _ in 0..50 {
+        match accounts
+            .create_token_request(name, &PostParams::default(), &request)
+            .await
+        {
+            Ok(answer) => {
+                return answer
+                    .status
+                    .and_then(|s| s.token)
+                    .expect("a token in the answer");
+            }
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("token for {namespace}/{name}: {last:?}")
+}
+
+/// The kubeconfig at `admin` with its user's token replaced by `token`.
+pub fn with_token(admin: &Path, token: &str) -> String {
+    let yaml = std::fs::read_to_string(admin).expect("read kubeconfig");
+    let mut kubeconfig: Value = serde_yaml::from_str(&yaml).expect("kubeconfig YAML");
+    for user in kubeconfig["users"]
+        .as_array_mut()
+        .expect("users in the kubeconfig")
+    {
+        user["user"] = json!({"token": token});
+    }
+    serde_yaml::to_string(&kubeconfig).expect("kubeconfig YAML")
+}
+
+const TEST_LABEL: &str = "tfjob-federator.test/scratch";
+
+fn jobs_resource() -> kube::core::ApiResource {
+    kube::core::ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("batch.tensorstack.dev", "v1beta1", "TensorFlowTrainingJob"),
+        "tensorflowtrainingjobs",
+    )
+}
+
+/// Installs (server-side applies) the CRDs of `tfjob-federator crd`.
+pub async fn install_crds(client: &Client) {
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    for crd in tfjob_federator::api::crds() {
+        let name = crd.metadata.name.clone().expect("CRD name");
+        crds.patch(
+            &name,
+            &PatchParams::apply("tfjob-federator-tests").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("install CRD {name}: {e}"));
+    }
+}
+
+/// A fresh namespace for `test`, once its `default` ServiceAccount exists
+/// (pods are refused before the serviceaccount controller made it).
+pub async fn test_namespace(client: &Client, test: &str) -> String {
+    let name = format!("{test}-{:04x}", fastrand::u16(..));
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let namespace = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "labels": {TEST_LABEL: "true"}},
+    }))
+    .expect("a Namespace");
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while accounts.get_opt("default").await.ok().flatten().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "no default ServiceAccount in {name}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    name
+}
+
+/// What earlier tests left goes before the next one starts, even after a
+/// failure: every TensorFlowTrainingJob on home loses its finalizer (no
+/// controller runs between tests) and is deleted, the tests' namespaces
+/// are deleted, and the pods and services a controller made are deleted on
+/// every cluster in `names`, waiting until the pods are gone (capacity is
+/// per cluster).
+pub async fn clean_slate(clusters: &RealClusters, names: &[&str]) {
+    let home = clusters.client("home").await;
+    let all_jobs: Api<DynamicObject> = Api::all_with(home.clone(), &jobs_resource());
+    for job in all_jobs
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        let (Some(ns), Some(name)) = (job.metadata.namespace, job.metadata.name) else {
+            continue;
+        };
+        let jobs: Api<DynamicObject> = Api::namespaced_with(home.clone(), &ns, &jobs_resource());
+        let _ = jobs
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await;
+        let _ = jobs.delete(&name, &Default::default()).await;
+    }
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(home.clone());
+    let _ = namespaces
+        .delete_collection(
+            &Default::default(),
+            &ListParams::default().labels(&format!("{TEST_LABEL}=true")),
+        )
+        .await;
+    let managed = ListParams::default().labels("app.kubernetes.io/managed-by=tfjob-federator");
+    for cluster in names {
+        let client = clusters.client(cluster).await;
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(client.clone());
+        let services: Api<k8s_openapi::api::core::v1::Service> = Api::all(client.clone());
+        for pod in pods.list(&managed).await.map(|l| l.items).unwrap_or_default() {
+            if let (Some(ns), Some(name)) = (pod.metadata.namespace, pod.metadata.name) {
+                let _ = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), &ns)
+                    .delete(&name, &Default::default())
+                    .await;
+            }
+        }
+        for service in services.list(&managed).await.map(|l| l.items).unwrap_or_default() {
+            if let (Some(ns), Some(name)) = (service.metadata.namespace, service.metadata.name) {
+                let _ =
+                    Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), &ns)
+                        .delete(&name, &Default::default())
+                        .await;
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while pods
+            .list(&managed)
+            .await
+            .map(|l| !l.items.is_empty())
+            .unwrap_or(true)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "{cluster}: managed pods of an earlier test are still there after 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
