@@ -524,6 +524,11 @@ async fn deleting_a_running_pod_exits_143_then_removes_it() {
 
 // Scheduler -------------------------------------------------------------------
 
+/// kube-scheduler's message for a pod that wants 8 GPUs of 4 nodes with 4
+/// each (tests/kube_client.rs checks it on a real cluster too).
+const GREEDY: &str = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. \
+                      preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_many_gpus_stay_pending_with_the_upstream_message() {
     let sim = start("nofit", NodeShape::default()).await;
@@ -536,10 +541,7 @@ async fn too_many_gpus_stay_pending_with_the_upstream_message() {
         unschedulable_message(p).is_some()
     })
     .await;
-    assert_eq!(
-        unschedulable_message(&pending),
-        Some("0/4 nodes are available: 4 Insufficient nvidia.com/gpu.")
-    );
+    assert_eq!(unschedulable_message(&pending), Some(GREEDY));
     let scheduled = condition(&pending, "PodScheduled").unwrap();
     assert!(scheduled.last_transition_time.is_some(), "{scheduled:?}");
 
@@ -572,10 +574,7 @@ async fn too_many_gpus_stay_pending_with_the_upstream_message() {
         still.status.as_ref().unwrap().container_statuses.is_none(),
         "no kubelet touched it: {still:?}"
     );
-    assert_eq!(
-        unschedulable_message(&still),
-        Some("0/4 nodes are available: 4 Insufficient nvidia.com/gpu.")
-    );
+    assert_eq!(unschedulable_message(&still), Some(GREEDY));
     sim.stop().await;
 }
 
@@ -600,7 +599,10 @@ async fn a_pod_binds_once_a_node_frees_up() {
     .await;
     assert_eq!(
         unschedulable_message(&waiting),
-        Some("0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+        Some(
+            "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. \
+             preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        )
     );
     assert_eq!(phase(&api.get("first").await.unwrap()), "Running");
 
@@ -685,7 +687,10 @@ async fn node_selector_is_honoured() {
     .await;
     assert_eq!(
         unschedulable_message(&picky),
-        Some("0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector.")
+        Some(
+            "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector. \
+             preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+        )
     );
     assert_eq!(node_of(&picky), None);
 
@@ -755,7 +760,9 @@ async fn gang_binds_all_or_nothing_and_foreign_schedulers_are_left_alone() {
 
     // Two of the three fit on gang-node-0, which is not enough: none binds.
     let expected = "pod group \"train\": 2 of minMember 3 pods can be scheduled; \
-                    0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) were unschedulable.";
+                    0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) were unschedulable. \
+                    preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, \
+                    1 Preemption is not helpful for scheduling.";
     for name in members {
         let p = wait_pod(&api, name, "waiting for its gang", |p| {
             unschedulable_message(p) == Some(expected)

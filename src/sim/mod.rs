@@ -9,6 +9,7 @@ mod error;
 mod faults;
 mod http;
 mod kubelet;
+mod namespaces;
 mod nodes;
 mod openapi;
 mod patch;
@@ -125,6 +126,7 @@ pub async fn start_cluster(name: &str, options: &SimOptions) -> std::io::Result<
     });
     install_pod_group_crd(&cluster);
     nodes::create(&cluster, &options.nodes);
+    tokio::spawn(namespaces::run(cluster.clone()));
     tokio::spawn(scheduler::run(cluster.clone()));
     tokio::spawn(kubelet::run(cluster.clone()));
     tokio::spawn(nodes::heartbeat(cluster.clone(), options.nodes.clone()));

@@ -66,32 +66,46 @@ impl NodeState {
         }
     }
 
-    /// Why the pod cannot go here (upstream's first failing filter), if it cannot.
-    fn misfit(&self, requests: &Resources, selector: &BTreeMap<String, String>) -> Vec<String> {
-        if !self.ready {
-            return vec!["node(s) had untolerated taint {node.kubernetes.io/not-ready: }".into()];
-        }
+    /// Why the pod cannot go here (upstream's first failing filter plugin,
+    /// in its order: NodeUnschedulable, TaintToleration, NodeAffinity,
+    /// NodeResourcesFit), if it cannot.
+    fn misfit(&self, requests: &Resources, selector: &BTreeMap<String, String>) -> Option<Misfit> {
+        let unresolvable = |reason: &str| {
+            Some(Misfit {
+                reasons: vec![reason.to_string()],
+                resolvable: false,
+            })
+        };
         if self.unschedulable {
-            return vec!["node(s) were unschedulable".into()];
+            return unresolvable("node(s) were unschedulable");
+        }
+        if !self.ready {
+            return unresolvable("node(s) had untolerated taint {node.kubernetes.io/not-ready: }");
         }
         if selector.iter().any(|(k, v)| self.labels.get(k) != Some(v)) {
-            return vec!["node(s) didn't match Pod's node affinity/selector".into()];
+            return unresolvable("node(s) didn't match Pod's node affinity/selector");
         }
-        requests
-            .iter()
-            .filter(|(name, need)| {
-                let used = self.requested.get(*name).copied().unwrap_or(0);
-                let allocatable = self.allocatable.get(*name).copied().unwrap_or(0);
-                **need > 0 && used + **need > allocatable
-            })
-            .map(|(name, _)| {
-                if name == "pods" {
+        let mut reasons = Vec::new();
+        let mut resolvable = true;
+        for (name, need) in requests {
+            let used = self.requested.get(name).copied().unwrap_or(0);
+            let allocatable = self.allocatable.get(name).copied().unwrap_or(0);
+            if *need > 0 && used + need > allocatable {
+                reasons.push(if name == "pods" {
                     "Too many pods".to_string()
                 } else {
                     format!("Insufficient {name}")
+                });
+                // More than the whole node has: evicting pods cannot help.
+                if name != "pods" && *need > allocatable {
+                    resolvable = false;
                 }
-            })
-            .collect()
+            }
+        }
+        (!reasons.is_empty()).then_some(Misfit {
+            reasons,
+            resolvable,
+        })
     }
 
     /// Least-allocated score after placing the pod (higher is emptier).
@@ -122,35 +136,75 @@ impl NodeState {
     }
 }
 
-/// Picks the node for a pod, or returns upstream's message for why none fits,
-/// e.g. `0/4 nodes are available: 4 Insufficient nvidia.com/gpu.`
+/// Why a pod does not fit a node: the filter's reasons, and whether
+/// preemption (evicting pods of lower priority) might make it fit.
+#[derive(Debug, Clone, PartialEq)]
+struct Misfit {
+    reasons: Vec<String>,
+    resolvable: bool,
+}
+
+/// Preemption's verdict on a node where evicting pods might help: every pod
+/// has the same priority here (no PriorityClasses), so none can be evicted.
+const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+
+/// `n reason` for every reason, sorted as strings (upstream sorts the
+/// formatted histogram), joined by `, `.
+fn histogram<'a>(reasons: impl IntoIterator<Item = &'a str>) -> String {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for reason in reasons {
+        *counts.entry(reason).or_default() += 1;
+    }
+    let mut listed: Vec<String> = counts.iter().map(|(r, n)| format!("{n} {r}")).collect();
+    listed.sort();
+    listed.join(", ")
+}
+
+/// Picks the node for a pod, or returns kube-scheduler's message for why
+/// none fits: the filter reasons counted over the nodes, then preemption's
+/// verdict per node, e.g. `0/4 nodes are available: 4 Insufficient
+/// nvidia.com/gpu. preemption: 0/4 nodes are available: 4 Preemption is not
+/// helpful for scheduling.`
 pub fn pick_node(
     requests: &Resources,
     selector: &BTreeMap<String, String>,
     nodes: &[NodeState],
 ) -> Result<usize, String> {
-    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    if nodes.is_empty() {
+        return Err("no nodes available to schedule pods".into());
+    }
+    let mut misfits = Vec::new();
     let mut best: Option<(usize, f64)> = None;
     for (i, node) in nodes.iter().enumerate() {
-        let misfit = node.misfit(requests, selector);
-        if misfit.is_empty() {
-            let score = node.score(requests);
-            if best.is_none_or(|(_, s)| score > s) {
-                best = Some((i, score));
+        match node.misfit(requests, selector) {
+            Some(misfit) => misfits.push(misfit),
+            None => {
+                let score = node.score(requests);
+                if best.is_none_or(|(_, s)| score > s) {
+                    best = Some((i, score));
+                }
             }
-        }
-        for reason in misfit {
-            *reasons.entry(reason).or_default() += 1;
         }
     }
     match best {
         Some((i, _)) => Ok(i),
         None => {
-            let listed: Vec<String> = reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
+            let filter = histogram(
+                misfits
+                    .iter()
+                    .flat_map(|m| m.reasons.iter().map(String::as_str)),
+            );
+            let preemption = histogram(misfits.iter().map(|m| {
+                if m.resolvable {
+                    NO_VICTIMS
+                } else {
+                    NOT_HELPFUL
+                }
+            }));
+            let total = nodes.len();
             Err(format!(
-                "0/{} nodes are available: {}.",
-                nodes.len(),
-                listed.join(", ")
+                "0/{total} nodes are available: {filter}. preemption: 0/{total} nodes are available: {preemption}."
             ))
         }
     }
@@ -557,13 +611,21 @@ fn topology_labels(cluster: &Cluster, node: &str) -> Vec<(String, String)> {
     let Ok(node) = cluster.store.get(&nodes, "", node) else {
         return Vec::new();
     };
-    ["topology.kubernetes.io/zone", "topology.kubernetes.io/region"]
-        .into_iter()
-        .filter_map(|key| {
-            let value = node.value().pointer("/metadata/labels")?.get(key)?.as_str()?.to_string();
-            Some((key.to_string(), value))
-        })
-        .collect()
+    [
+        "topology.kubernetes.io/zone",
+        "topology.kubernetes.io/region",
+    ]
+    .into_iter()
+    .filter_map(|key| {
+        let value = node
+            .value()
+            .pointer("/metadata/labels")?
+            .get(key)?
+            .as_str()?
+            .to_string();
+        Some((key.to_string(), value))
+    })
+    .collect()
 }
 
 /// Replaces (or adds) the pod condition of the same type, keeping its
@@ -627,17 +689,49 @@ mod tests {
 
     #[test]
     fn reports_upstream_style_reasons() {
-        let nodes = vec![node("a", 2), node("b", 2), node("c", 2), node("d", 2)];
+        // Messages of kube-scheduler v1.37 on a real cluster (README,
+        // "Known differences of the simulator" has none for these).
+        let nodes = vec![node("a", 4), node("b", 4), node("c", 4), node("d", 4)];
         assert_eq!(
             pick_node(&req(1, 8), &BTreeMap::new(), &nodes),
-            Err("0/4 nodes are available: 4 Insufficient nvidia.com/gpu.".to_string())
+            Err("0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.".to_string())
         );
-        let mut cordoned = node("e", 8);
-        cordoned.unschedulable = true;
-        let nodes = vec![node("a", 2), cordoned];
+        let full: Vec<NodeState> = nodes
+            .iter()
+            .cloned()
+            .map(|mut n| {
+                n.add(&req(1, 4), 1);
+                n
+            })
+            .collect();
         assert_eq!(
-            pick_node(&req(16, 8), &BTreeMap::new(), &nodes),
-            Err("0/2 nodes are available: 1 Insufficient cpu, 1 Insufficient nvidia.com/gpu, 1 node(s) were unschedulable.".to_string())
+            pick_node(&req(1, 1), &BTreeMap::new(), &full),
+            Err("0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod.".to_string())
+        );
+        // One unresolvable resource makes the node's verdict unresolvable.
+        assert_eq!(
+            pick_node(&req(40, 1), &BTreeMap::new(), &full),
+            Err("0/4 nodes are available: 4 Insufficient cpu, 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.".to_string())
+        );
+        let mut zoned = full.clone();
+        for n in &mut zoned[..2] {
+            n.labels.insert("zone".into(), "a".into());
+        }
+        let selector: BTreeMap<String, String> = [("zone".to_string(), "a".to_string())].into();
+        assert_eq!(
+            pick_node(&req(1, 1), &selector, &zoned),
+            Err("0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/4 nodes are available: 2 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.".to_string())
+        );
+        // Sorted as formatted strings: the counts come first.
+        let mut cordoned = full.clone();
+        cordoned[3].unschedulable = true;
+        assert_eq!(
+            pick_node(&req(1, 2), &BTreeMap::new(), &cordoned),
+            Err("0/4 nodes are available: 1 node(s) were unschedulable, 3 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 1 Preemption is not helpful for scheduling, 3 No preemption victims found for incoming pod.".to_string())
+        );
+        assert_eq!(
+            pick_node(&req(1, 1), &BTreeMap::new(), &[]),
+            Err("no nodes available to schedule pods".to_string())
         );
     }
 
@@ -652,7 +746,7 @@ mod tests {
         assert_eq!(
             pick_node(&req(1, 0), &selector, &nodes),
             Err(
-                "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+                "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
                     .to_string()
             )
         );
