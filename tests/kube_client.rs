@@ -1,11 +1,22 @@
-//! Drives the simulated API server through kube-rs itself — a client nobody
-//! here wrote — and checks the wire semantics kube-rs relies on: watchers and
-//! reflectors across compaction, the finalizer helper, server-side apply,
-//! optimistic concurrency, garbage collection, pagination, selectors,
-//! streaming lists, generation/status rules and no-op writes.
+//! Drives the API server through kube-rs itself — a client nobody here
+//! wrote — and checks the wire semantics kube-rs relies on: watchers and
+//! reflectors across dropped watches and compaction, the finalizer helper,
+//! server-side apply, optimistic concurrency, garbage collection,
+//! pagination, selectors, streaming lists, generation/status rules, no-op
+//! writes, injected faults and the scheduler's Unschedulable messages.
+//!
+//! Every scenario runs on both grounds from one source: `NAME::sim` on a
+//! simulated cluster of its own, `NAME::real` in a namespace of its own on
+//! the real cluster the test binary shares (`hack/real-clusters`), or on a
+//! real cluster of its own when it injects faults that would hurt the
+//! others. The few scenarios that need `/_sim/compact` run on the simulator
+//! only (README, "Known differences of the simulator").
 
 #[path = "common/kube.rs"]
 mod sim_kube;
+
+#[path = "common/real.rs"]
+mod real;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -14,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodCondition};
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
     WatchParams,
@@ -26,7 +37,92 @@ use kube::runtime::watcher::{self, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use sim_kube::{SimCluster, api_error, config_map, eventually, install_widget_crd, widget};
+use sim_kube::{
+    TestCluster, api_error, config_map, eventually, eventually_within, install_widget_crd, widget,
+};
+
+/// The shared real cluster's admin kubeconfig (started on first use).
+async fn shared_real_kubeconfig() -> std::path::PathBuf {
+    tokio::task::spawn_blocking(|| real::one_cluster().kubeconfig("home"))
+        .await
+        .expect("the shared real cluster starts")
+}
+
+/// For each `async fn NAME(cluster: TestCluster)`: `NAME::sim` on a
+/// simulated cluster and `NAME::real` in a namespace of the shared real
+/// cluster.
+macro_rules! on_both_grounds {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sim() {
+                super::$name(super::TestCluster::sim(stringify!($name)).await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn real() {
+                let kubeconfig = super::shared_real_kubeconfig().await;
+                super::$name(super::TestCluster::real(&kubeconfig, stringify!($name)).await).await
+            }
+        }
+    )*};
+}
+
+/// As `on_both_grounds`, but `NAME::real` gets a real cluster of its own:
+/// the scenario injects faults (partition, latency, errors, dropped
+/// watches) that every client of a shared cluster would feel.
+macro_rules! on_both_grounds_privately {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sim() {
+                super::$name(super::TestCluster::sim(stringify!($name)).await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn real() {
+                super::$name(super::TestCluster::private_real(stringify!($name)).await).await
+            }
+        }
+    )*};
+}
+
+/// For each `async fn NAME(cluster: TestCluster)` that needs what only the
+/// simulator has (`/_sim/compact`): `NAME::sim`.
+macro_rules! on_the_simulator_only {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sim() {
+                super::$name(super::TestCluster::sim(stringify!($name)).await).await
+            }
+        }
+    )*};
+}
+
+on_both_grounds!(
+    finalizer_helper_adds_and_removes_its_finalizer,
+    server_side_apply_creates_updates_removes_and_conflicts,
+    replace_enforces_resource_version,
+    garbage_collection_follows_propagation_policy,
+    pagination_is_complete_and_consistent,
+    label_and_field_selectors_filter,
+    watch_reports_selector_transitions,
+    streaming_list_watcher_gets_initial_events_then_live_ones,
+    generation_and_status_subresource_rules,
+    no_op_writes_keep_resource_version,
+    no_new_finalizers_once_deleting,
+    unschedulable_pods_stay_pending_with_the_scheduler_message,
+);
+
+on_both_grounds_privately!(
+    watcher_and_reflector_stay_in_sync_across_dropped_watches,
+    fault_injection_reaches_kube_clients,
+);
+
+on_the_simulator_only!(
+    watcher_and_reflector_stay_in_sync_through_compaction,
+    continue_token_of_a_compacted_snapshot_expires,
+    watch_from_compacted_resource_version_gets_in_stream_410,
+);
 
 const STEP: Duration = Duration::from_secs(5);
 
@@ -45,17 +141,6 @@ fn names<K: ResourceExt>(items: impl IntoIterator<Item = K>) -> Vec<String> {
 
 fn data_of(cm: &ConfigMap) -> BTreeMap<String, String> {
     cm.data.clone().unwrap_or_default()
-}
-
-async fn create_namespace(client: &kube::Client, name: &str) {
-    let ns: Namespace = serde_json::from_value(
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
-    )
-    .unwrap();
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .expect("create namespace");
 }
 
 /// name → (resourceVersion, data) of every ConfigMap, as `Api::list` reports it.
@@ -91,10 +176,63 @@ async fn assert_in_sync(api: &Api<ConfigMap>, store: &reflector::Store<ConfigMap
 
 // 1. -------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn watcher_and_reflector_stay_in_sync_through_compaction() {
-    let sim = SimCluster::start("reflector").await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
+/// A reflector over the ConfigMaps of `api`, counting its (re)lists and the
+/// in-stream 410s, and recording other errors.
+struct Reflected {
+    store: reflector::Store<ConfigMap>,
+    inits: Arc<AtomicUsize>,
+    expired: Arc<AtomicUsize>,
+    errors: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Reflected {
+    async fn start(api: &Api<ConfigMap>) -> Reflected {
+        let (store, writer) = reflector::store();
+        let inits = Arc::new(AtomicUsize::new(0));
+        let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+        let expired = Arc::new(AtomicUsize::new(0));
+        let stream = reflector(writer, watcher(api.clone(), watcher::Config::default()));
+        let task = tokio::spawn({
+            let (inits, errors, expired) = (inits.clone(), errors.clone(), expired.clone());
+            async move {
+                let mut stream = std::pin::pin!(stream);
+                while let Some(event) = stream.next().await {
+                    match event {
+                        Ok(watcher::Event::Init) => {
+                            inits.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Ok(_) => {}
+                        Err(watcher::Error::WatchError(status)) if status.code == 410 => {
+                            expired.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Err(e) => errors.lock().unwrap().push(format!("{e:?}")),
+                    }
+                }
+            }
+        });
+        tokio::time::timeout(STEP, store.wait_until_ready())
+            .await
+            .expect("reflector ready in time")
+            .unwrap();
+        Reflected {
+            store,
+            inits,
+            expired,
+            errors,
+            task,
+        }
+    }
+
+    fn names(&self) -> Vec<String> {
+        names(self.store.state().iter().map(|cm| (**cm).clone()))
+    }
+}
+
+/// cm-0, cm-1 and cm-2 with `n` = their number; a reflector over them and
+/// the namespace's kube-root-ca.crt, in sync after a create, an update and
+/// a delete.
+async fn reflect_three_then_change(api: &Api<ConfigMap>) -> Reflected {
     let pp = PostParams::default();
     for i in 0..3 {
         api.create(
@@ -104,41 +242,17 @@ async fn watcher_and_reflector_stay_in_sync_through_compaction() {
         .await
         .unwrap();
     }
-
-    let (store, writer) = reflector::store();
-    let inits = Arc::new(AtomicUsize::new(0));
-    let errors: Arc<Mutex<Vec<String>>> = Arc::default();
-    let expired = Arc::new(AtomicUsize::new(0));
-    let stream = reflector(writer, watcher(api.clone(), watcher::Config::default()));
-    let task = tokio::spawn({
-        let (inits, errors, expired) = (inits.clone(), errors.clone(), expired.clone());
-        async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(watcher::Event::Init) => {
-                        inits.fetch_add(1, Ordering::SeqCst);
-                    }
-                    Ok(_) => {}
-                    Err(watcher::Error::WatchError(status)) if status.code == 410 => {
-                        expired.fetch_add(1, Ordering::SeqCst);
-                    }
-                    Err(e) => errors.lock().unwrap().push(format!("{e:?}")),
-                }
-            }
-        }
-    });
-    tokio::time::timeout(STEP, store.wait_until_ready())
-        .await
-        .expect("reflector ready in time")
-        .unwrap();
-    assert_in_sync(&api, &store, "initial list").await;
-    assert_eq!(store.state().len(), 3);
+    let reflected = Reflected::start(api).await;
+    assert_in_sync(api, &reflected.store, "initial list").await;
+    assert_eq!(
+        reflected.names(),
+        ["cm-0", "cm-1", "cm-2", "kube-root-ca.crt"]
+    );
 
     api.create(&pp, &config_map("cm-3", &[], &[("n", "3")]))
         .await
         .unwrap();
-    assert_in_sync(&api, &store, "after create").await;
+    assert_in_sync(api, &reflected.store, "after create").await;
 
     api.patch(
         "cm-0",
@@ -147,40 +261,22 @@ async fn watcher_and_reflector_stay_in_sync_through_compaction() {
     )
     .await
     .unwrap();
-    assert_in_sync(&api, &store, "after update").await;
+    assert_in_sync(api, &reflected.store, "after update").await;
 
     api.delete("cm-1", &DeleteParams::default()).await.unwrap();
-    assert_in_sync(&api, &store, "after delete").await;
-    assert_eq!(
-        inits.load(Ordering::SeqCst),
-        1,
-        "no relist before compaction"
-    );
+    assert_in_sync(api, &reflected.store, "after delete").await;
+    assert_eq!(reflected.inits.load(Ordering::SeqCst), 1, "no relist yet");
+    reflected
+}
 
-    // Move the cluster's resourceVersion past what this watcher has seen
-    // (a write it does not watch), compact, then cut the stream: the watcher
-    // must resume from an RV that is gone, get an in-stream 410, and relist.
-    Api::<ConfigMap>::namespaced(sim.client.clone(), "kube-system")
-        .create(&pp, &config_map("elsewhere", &[], &[]))
-        .await
-        .unwrap();
-    sim.compact().await;
-    sim.drop_watches().await;
-    eventually("the watcher to relist after 410", async || {
-        (inits.load(Ordering::SeqCst) >= 2).then_some(())
-    })
-    .await;
-    assert_eq!(
-        expired.load(Ordering::SeqCst),
-        1,
-        "the relist was caused by exactly one in-stream 410"
-    );
-    assert_in_sync(&api, &store, "after compaction and relist").await;
-
-    // Live events still flow after the relist.
-    api.create(&pp, &config_map("cm-4", &[], &[("n", "4")]))
-        .await
-        .unwrap();
+/// Creates cm-4, changes cm-2, deletes cm-0 and waits for the reflector.
+async fn change_after_the_cut(api: &Api<ConfigMap>, reflected: &Reflected, step: &str) {
+    api.create(
+        &PostParams::default(),
+        &config_map("cm-4", &[], &[("n", "4")]),
+    )
+    .await
+    .unwrap();
     api.patch(
         "cm-2",
         &PatchParams::default(),
@@ -189,18 +285,78 @@ async fn watcher_and_reflector_stay_in_sync_through_compaction() {
     .await
     .unwrap();
     api.delete("cm-0", &DeleteParams::default()).await.unwrap();
-    assert_in_sync(&api, &store, "after changes following the relist").await;
+    assert_in_sync(api, &reflected.store, step).await;
     assert_eq!(
-        names(store.state().iter().map(|cm| (**cm).clone())),
-        ["cm-2", "cm-3", "cm-4"]
+        reflected.names(),
+        ["cm-2", "cm-3", "cm-4", "kube-root-ca.crt"]
     );
-    let errors = errors.lock().unwrap().clone();
+}
+
+/// Cut streams are resumed from the last resourceVersion seen: no relist,
+/// no error, and no event lost.
+async fn watcher_and_reflector_stay_in_sync_across_dropped_watches(cluster: TestCluster) {
+    let api: Api<ConfigMap> = cluster.api();
+    let reflected = reflect_three_then_change(&api).await;
+    cluster.drop_watches().await;
+    // Written while the watcher may not be watching yet: the resumed watch
+    // replays them from its resourceVersion.
+    change_after_the_cut(&api, &reflected, "after the dropped watch").await;
+    cluster.drop_watches().await;
+    api.patch(
+        "cm-3",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"n": "three"}})),
+    )
+    .await
+    .unwrap();
+    assert_in_sync(&api, &reflected.store, "after a second dropped watch").await;
+    assert_eq!(
+        reflected.inits.load(Ordering::SeqCst),
+        1,
+        "resumed, not relisted"
+    );
+    assert_eq!(reflected.expired.load(Ordering::SeqCst), 0);
+    let errors = reflected.errors.lock().unwrap().clone();
+    assert!(errors.is_empty(), "{errors:?}");
+    reflected.task.abort();
+    cluster.stop().await;
+}
+
+/// Simulator only (`/_sim/compact`): a watcher whose resourceVersion was
+/// compacted away gets an in-stream 410 and relists.
+async fn watcher_and_reflector_stay_in_sync_through_compaction(cluster: TestCluster) {
+    let api: Api<ConfigMap> = cluster.api();
+    let reflected = reflect_three_then_change(&api).await;
+
+    // Move the cluster's resourceVersion past what this watcher has seen
+    // (a write it does not watch), compact, then cut the stream: the watcher
+    // must resume from an RV that is gone, get an in-stream 410, and relist.
+    Api::<ConfigMap>::namespaced(cluster.client.clone(), "kube-system")
+        .create(&PostParams::default(), &config_map("elsewhere", &[], &[]))
+        .await
+        .unwrap();
+    cluster.compact().await;
+    cluster.drop_watches().await;
+    eventually("the watcher to relist after 410", async || {
+        (reflected.inits.load(Ordering::SeqCst) >= 2).then_some(())
+    })
+    .await;
+    assert_eq!(
+        reflected.expired.load(Ordering::SeqCst),
+        1,
+        "the relist was caused by exactly one in-stream 410"
+    );
+    assert_in_sync(&api, &reflected.store, "after compaction and relist").await;
+
+    // Live events still flow after the relist.
+    change_after_the_cut(&api, &reflected, "after changes following the relist").await;
+    let errors = reflected.errors.lock().unwrap().clone();
     assert!(
         errors.iter().all(|e| !e.contains("WatchStartFailed")),
         "410 must arrive in-stream, not as a failed watch start: {errors:?}"
     );
-    task.abort();
-    sim.stop().await;
+    reflected.task.abort();
+    cluster.stop().await;
 }
 
 // 2. -------------------------------------------------------------------------
@@ -223,10 +379,8 @@ async fn run_finalizer(
     .await
 }
 
-#[tokio::test]
-async fn finalizer_helper_adds_and_removes_its_finalizer() {
-    let sim = SimCluster::start("finalizer").await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
+async fn finalizer_helper_adds_and_removes_its_finalizer(cluster: TestCluster) {
+    let api: Api<ConfigMap> = cluster.api();
     let seen = Mutex::new(Vec::new());
 
     // No finalizers at all: the helper's JSON patch tests /metadata/finalizers
@@ -296,7 +450,7 @@ async fn finalizer_helper_adds_and_removes_its_finalizer() {
     run_finalizer(&api, fresh, &seen).await.expect("cleanup");
     assert_eq!(*seen.lock().unwrap(), ["cleanup", "cleanup"]);
     assert!(api.get_opt("shared").await.unwrap().is_none());
-    sim.stop().await;
+    cluster.stop().await;
 }
 
 // 3. -------------------------------------------------------------------------
@@ -315,10 +469,8 @@ fn managers(cm: &ConfigMap) -> BTreeMap<String, String> {
         .collect()
 }
 
-#[tokio::test]
-async fn server_side_apply_creates_updates_removes_and_conflicts() {
-    let sim = SimCluster::start("ssa").await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
+async fn server_side_apply_creates_updates_removes_and_conflicts(cluster: TestCluster) {
+    let api: Api<ConfigMap> = cluster.api();
     let alpha = PatchParams::apply("alpha");
     // Labels are left out entirely when `labels` is null.
     let apply = |labels: Value, data: Value| {
@@ -475,15 +627,13 @@ async fn server_side_apply_creates_updates_removes_and_conflicts() {
         .unwrap();
     assert_eq!(after.data.as_ref().unwrap()["a"], "20");
     assert_eq!(after.data.as_ref().unwrap()["k"], "alpha");
-    sim.stop().await;
+    cluster.stop().await;
 }
 
 // 4. -------------------------------------------------------------------------
 
-#[tokio::test]
-async fn replace_enforces_resource_version() {
-    let sim = SimCluster::start("replace").await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
+async fn replace_enforces_resource_version(cluster: TestCluster) {
+    let api: Api<ConfigMap> = cluster.api();
     let pp = PostParams::default();
     let v1 = api
         .create(&pp, &config_map("occ", &[], &[("k", "1")]))
@@ -518,9 +668,12 @@ async fn replace_enforces_resource_version() {
     assert_eq!(data_of(&v3)["k"], "3");
 
     // Custom resources require the resourceVersion.
-    let widgets = install_widget_crd(&sim.client, "default").await;
+    let widgets = install_widget_crd(&cluster.client, &cluster.namespace).await;
     let w1 = widgets
-        .create(&pp, &widget("w", json!({"spec": {"size": 1}})))
+        .create(
+            &pp,
+            &widget(&cluster.namespace, "w", json!({"spec": {"size": 1}})),
+        )
         .await
         .unwrap();
     let mut no_rv = w1.clone();
@@ -540,7 +693,7 @@ async fn replace_enforces_resource_version() {
     let status = api_error(widgets.replace("w", &pp, &w1).await);
     assert_eq!(status.code, 409, "{status:?}");
     assert!(status.is_conflict());
-    sim.stop().await;
+    cluster.stop().await;
 }
 
 // 5. -------------------------------------------------------------------------
@@ -560,10 +713,8 @@ fn owned_by(name: &str, owner: &ConfigMap) -> ConfigMap {
     cm
 }
 
-#[tokio::test]
-async fn garbage_collection_follows_propagation_policy() {
-    let sim = SimCluster::start("gc").await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
+async fn garbage_collection_follows_propagation_policy(cluster: TestCluster) {
+    let api: Api<ConfigMap> = cluster.api();
     let pp = PostParams::default();
     let gone = |name: &'static str| {
         let api = api.clone();
@@ -657,15 +808,13 @@ async fn garbage_collection_follows_propagation_policy() {
     assert!(orphan.metadata.deletion_timestamp.is_none());
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(api.get_opt("dep-or").await.unwrap().is_some());
-    sim.stop().await;
+    cluster.stop().await;
 }
 
 // 6. -------------------------------------------------------------------------
 
-#[tokio::test]
-async fn pagination_is_complete_and_consistent() {
-    let sim = SimCluster::start("pages").await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
+async fn pagination_is_complete_and_consistent(cluster: TestCluster) {
+    let api: Api<ConfigMap> = cluster.api();
     let pp = PostParams::default();
     let mut expected = Vec::new();
     for i in 0..25 {
@@ -754,26 +903,40 @@ async fn pagination_is_complete_and_consistent() {
         .unwrap();
     assert_eq!(data_of(p15)["v"], "changed");
 
-    // A continue token whose snapshot was compacted away → 410 Expired.
-    let first = api.list(&base).await.unwrap();
-    let token = first.metadata.continue_.clone().unwrap();
-    api.delete("page-99", &DeleteParams::default())
+    cluster.stop().await;
+}
+
+/// Simulator only (`/_sim/compact`): a continue token whose snapshot was
+/// compacted away gets 410 Expired.
+async fn continue_token_of_a_compacted_snapshot_expires(cluster: TestCluster) {
+    let api: Api<ConfigMap> = cluster.api();
+    let pp = PostParams::default();
+    for i in 0..3 {
+        api.create(
+            &pp,
+            &config_map(&format!("page-{i}"), &[("set", "paged")], &[]),
+        )
         .await
         .unwrap();
-    sim.compact().await;
+    }
+    let base = ListParams::default().labels("set=paged").limit(2);
+    let first = api.list(&base).await.unwrap();
+    let token = first.metadata.continue_.clone().unwrap();
+    api.delete("page-0", &DeleteParams::default())
+        .await
+        .unwrap();
+    cluster.compact().await;
     let status = api_error(api.list(&base.clone().continue_token(&token)).await);
     assert_eq!(status.code, 410, "{status:?}");
     assert_eq!(status.reason, "Expired", "{status:?}");
-    sim.stop().await;
+    cluster.stop().await;
 }
 
 // 7. -------------------------------------------------------------------------
 
-#[tokio::test]
-async fn label_and_field_selectors_filter() {
-    let sim = SimCluster::start("selectors").await;
-    create_namespace(&sim.client, "sel").await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "sel");
+async fn label_and_field_selectors_filter(cluster: TestCluster) {
+    let sel = cluster.namespace.as_str();
+    let api: Api<ConfigMap> = cluster.api();
     let pp = PostParams::default();
     for (name, labels) in [
         ("web-prod", &[("env", "prod"), ("tier", "web")][..]),
@@ -827,16 +990,16 @@ async fn label_and_field_selectors_filter() {
         );
     }
     for (selector, want) in [
-        ("metadata.name=web-dev", &["web-dev"][..]),
+        ("metadata.name=web-dev".to_string(), &["web-dev"][..]),
         (
-            "metadata.name!=web-dev",
+            "metadata.name!=web-dev".to_string(),
             &["web-prod", "db-staging", "plain"][..],
         ),
-        ("metadata.namespace=sel", &mine[..]),
-        ("metadata.namespace=default", &[][..]),
+        (format!("metadata.namespace={sel}"), &mine[..]),
+        ("metadata.namespace=default".to_string(), &[][..]),
     ] {
         assert_eq!(
-            query(ListParams::default().fields(selector)).await,
+            query(ListParams::default().fields(&selector)).await,
             sorted(want),
             "fieldSelector {selector:?}"
         );
@@ -851,16 +1014,16 @@ async fn label_and_field_selectors_filter() {
         sorted(&["web-dev", "db-staging"]),
     );
     // Across namespaces, metadata.namespace picks one.
-    let all: Api<ConfigMap> = Api::all(sim.client.clone());
+    let all: Api<ConfigMap> = Api::all(cluster.client.clone());
     let across = all
-        .list(&ListParams::default().fields("metadata.namespace=sel"))
+        .list(&ListParams::default().fields(&format!("metadata.namespace={sel}")))
         .await
         .unwrap();
     assert!(
         across
             .items
             .iter()
-            .all(|cm| cm.namespace().as_deref() == Some("sel"))
+            .all(|cm| cm.namespace().as_deref() == Some(sel))
     );
     assert_eq!(
         names(across.items.into_iter())
@@ -870,14 +1033,14 @@ async fn label_and_field_selectors_filter() {
         4
     );
     let elsewhere = all
-        .list(&ListParams::default().fields("metadata.namespace!=sel"))
+        .list(&ListParams::default().fields(&format!("metadata.namespace!={sel}")))
         .await
         .unwrap();
     assert!(
         elsewhere
             .items
             .iter()
-            .all(|cm| cm.namespace().as_deref() != Some("sel"))
+            .all(|cm| cm.namespace().as_deref() != Some(sel))
     );
 
     // Unsupported field labels → 400.
@@ -893,7 +1056,7 @@ async fn label_and_field_selectors_filter() {
     // Pods: spec.nodeName and status.phase. No kubelet runs pods bound to
     // nodes the cluster lacks, and no scheduler serves `manual`, so the
     // phases set here stay.
-    let pods: Api<Pod> = Api::namespaced(sim.client.clone(), "sel");
+    let pods: Api<Pod> = cluster.api();
     for (name, node, phase) in [
         ("p-a", Some("node-a"), "Running"),
         ("p-b", Some("node-b"), "Pending"),
@@ -944,13 +1107,11 @@ async fn label_and_field_selectors_filter() {
             .await,
     );
     assert_eq!(status.code, 400, "{status:?}");
-    sim.stop().await;
+    cluster.stop().await;
 }
 
-#[tokio::test]
-async fn watch_reports_selector_transitions() {
-    let sim = SimCluster::start("transitions").await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
+async fn watch_reports_selector_transitions(cluster: TestCluster) {
+    let api: Api<ConfigMap> = cluster.api();
     let created = api
         .create(
             &PostParams::default(),
@@ -990,15 +1151,13 @@ async fn watch_reports_selector_transitions() {
         }
         other => panic!("stopping to match must be DELETED, got {other:?}"),
     }
-    sim.stop().await;
+    cluster.stop().await;
 }
 
 // 8. -------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn streaming_list_watcher_gets_initial_events_then_live_ones() {
-    let sim = SimCluster::start("streaming").await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
+async fn streaming_list_watcher_gets_initial_events_then_live_ones(cluster: TestCluster) {
+    let api: Api<ConfigMap> = cluster.api();
     let pp = PostParams::default();
     for name in ["s-1", "s-2", "s-3"] {
         api.create(&pp, &config_map(name, &[], &[])).await.unwrap();
@@ -1021,7 +1180,7 @@ async fn streaming_list_watcher_gets_initial_events_then_live_ones() {
         }
     }
     initial.sort();
-    assert_eq!(initial, ["s-1", "s-2", "s-3"]);
+    assert_eq!(initial, ["kube-root-ca.crt", "s-1", "s-2", "s-3"]);
 
     api.create(&pp, &config_map("s-4", &[], &[])).await.unwrap();
     match next().await {
@@ -1047,15 +1206,13 @@ async fn streaming_list_watcher_gets_initial_events_then_live_ones() {
         watcher::Event::Delete(cm) => assert_eq!(cm.name_any(), "s-2"),
         other => panic!("expected Delete(s-2), got {other}"),
     }
-    sim.stop().await;
+    cluster.stop().await;
 }
 
 // 9. -------------------------------------------------------------------------
 
-#[tokio::test]
-async fn watch_from_compacted_resource_version_gets_in_stream_410() {
-    let sim = SimCluster::start("expired").await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
+async fn watch_from_compacted_resource_version_gets_in_stream_410(cluster: TestCluster) {
+    let api: Api<ConfigMap> = cluster.api();
     let created = api
         .create(&PostParams::default(), &config_map("old", &[], &[]))
         .await
@@ -1067,7 +1224,7 @@ async fn watch_from_compacted_resource_version_gets_in_stream_410() {
     )
     .await
     .unwrap();
-    sim.compact().await;
+    cluster.compact().await;
 
     let stream = api
         .watch(&WatchParams::default().timeout(10), &rv(&created))
@@ -1111,17 +1268,15 @@ async fn watch_from_compacted_resource_version_gets_in_stream_410() {
     .await
     .expect("ADDED in time");
     assert_eq!(added.name_any(), "new");
-    sim.stop().await;
+    cluster.stop().await;
 }
 
 fn generation(obj: &DynamicObject) -> i64 {
     obj.metadata.generation.expect("metadata.generation")
 }
 
-#[tokio::test]
-async fn generation_and_status_subresource_rules() {
-    let sim = SimCluster::start("generation").await;
-    let widgets = install_widget_crd(&sim.client, "default").await;
+async fn generation_and_status_subresource_rules(cluster: TestCluster) {
+    let widgets = install_widget_crd(&cluster.client, &cluster.namespace).await;
     let pp = PostParams::default();
     let patch = PatchParams::default();
 
@@ -1130,6 +1285,7 @@ async fn generation_and_status_subresource_rules() {
         .create(
             &pp,
             &widget(
+                &cluster.namespace,
                 "g",
                 json!({"spec": {"size": 1}, "status": {"phase": "Injected"}}),
             ),
@@ -1243,13 +1399,11 @@ async fn generation_and_status_subresource_rules() {
         .await
         .unwrap();
     assert!(widgets.get_opt("g").await.unwrap().is_none());
-    sim.stop().await;
+    cluster.stop().await;
 }
 
-#[tokio::test]
-async fn no_op_writes_keep_resource_version() {
-    let sim = SimCluster::start("noop").await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
+async fn no_op_writes_keep_resource_version(cluster: TestCluster) {
+    let api: Api<ConfigMap> = cluster.api();
     let created = api
         .create(
             &PostParams::default(),
@@ -1332,13 +1486,11 @@ async fn no_op_writes_keep_resource_version() {
         .await
         .unwrap();
     assert_ne!(rv(&changed), rv(&first));
-    sim.stop().await;
+    cluster.stop().await;
 }
 
-#[tokio::test]
-async fn no_new_finalizers_once_deleting() {
-    let sim = SimCluster::start("final").await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
+async fn no_new_finalizers_once_deleting(cluster: TestCluster) {
+    let api: Api<ConfigMap> = cluster.api();
     let mut cm = config_map("ending", &[], &[]);
     cm.metadata.finalizers = Some(vec!["a.test/x".into()]);
     api.create(&PostParams::default(), &cm).await.unwrap();
@@ -1382,30 +1534,30 @@ async fn no_new_finalizers_once_deleting() {
     .await
     .unwrap();
     assert!(api.get_opt("ending").await.unwrap().is_none());
-    sim.stop().await;
+    cluster.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fault_injection_reaches_kube_clients() {
-    let sim = SimCluster::start("faults").await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "default");
+async fn fault_injection_reaches_kube_clients(cluster: TestCluster) {
+    let api: Api<ConfigMap> = cluster.api();
     api.create(&PostParams::default(), &config_map("probe", &[], &[]))
         .await
         .unwrap();
 
-    let faults = sim.set_faults(json!({"latencyMs": 150})).await;
+    let faults = cluster.set_faults(json!({"latencyMs": 150})).await;
     assert_eq!(faults["latencyMs"], 150);
     let started = std::time::Instant::now();
     api.get("probe").await.unwrap();
     assert!(started.elapsed() >= Duration::from_millis(150));
 
-    sim.set_faults(json!({"latencyMs": 0, "errorRate": 1.0}))
+    cluster
+        .set_faults(json!({"latencyMs": 0, "errorRate": 1.0}))
         .await;
     let status = api_error(api.get("probe").await);
     assert!(matches!(status.code, 429 | 500), "{status:?}");
 
     // A partitioned cluster does not answer until healed; the admin port does.
-    sim.set_faults(json!({"errorRate": 0.0, "partitioned": true}))
+    cluster
+        .set_faults(json!({"errorRate": 0.0, "partitioned": true}))
         .await;
     let pending = tokio::spawn({
         let api = api.clone();
@@ -1413,16 +1565,103 @@ async fn fault_injection_reaches_kube_clients() {
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!pending.is_finished(), "no answer while partitioned");
-    let faults = sim.set_faults(json!({"partitioned": false})).await;
-    assert_eq!(
-        faults,
-        json!({"partitioned": false, "latencyMs": 0, "errorRate": 0.0})
-    );
+    let faults = cluster.set_faults(json!({"partitioned": false})).await;
+    assert_eq!(faults["partitioned"], false, "{faults}");
+    assert_eq!(faults["latencyMs"].as_u64(), Some(0), "{faults}");
+    assert_eq!(faults["errorRate"].as_f64(), Some(0.0), "{faults}");
     let got = tokio::time::timeout(STEP, pending)
         .await
         .expect("answered once healed")
         .unwrap()
         .unwrap();
     assert_eq!(got.name_any(), "probe");
-    sim.stop().await;
+    cluster.stop().await;
+}
+
+// Scheduler -------------------------------------------------------------------
+
+fn unschedulable(pod: &Pod) -> Option<&PodCondition> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled")
+        .filter(|c| c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+}
+
+/// Pods that fit no node of the default 4 (4 GPUs each) stay Pending with
+/// kube-scheduler's message: the filter reasons counted per node, then why
+/// preemption cannot help (no node has 8 GPUs to free; a selector that
+/// matches nothing is not the business of preemption).
+async fn unschedulable_pods_stay_pending_with_the_scheduler_message(cluster: TestCluster) {
+    let pods: Api<Pod> = cluster.api();
+    let pod = |name: &str, gpus: u32, selector: Value| -> Pod {
+        let mut resources = json!({"requests": {"cpu": "100m", "memory": "64Mi"}});
+        if gpus > 0 {
+            resources["limits"] = json!({"nvidia.com/gpu": gpus.to_string()});
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {
+                "restartPolicy": "Never",
+                "nodeSelector": selector,
+                "containers": [{"name": "main", "image": "busybox:1.36", "resources": resources}],
+            },
+        }))
+        .expect("Pod")
+    };
+    let cases = [
+        (
+            pod("greedy", 8, json!({})),
+            "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.",
+        ),
+        (
+            pod("picky", 0, json!({"accelerator": "a100"})),
+            "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.",
+        ),
+        (
+            pod(
+                "zoned",
+                8,
+                json!({"topology.kubernetes.io/zone": "home-zone-a"}),
+            ),
+            "0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.",
+        ),
+    ];
+    for (pod, _) in &cases {
+        pods.create(&PostParams::default(), pod).await.unwrap();
+    }
+    for (pod, message) in &cases {
+        let name = pod.name_any();
+        let pending = eventually_within(
+            &format!("{name} to be Unschedulable"),
+            Duration::from_secs(30),
+            async || {
+                pods.get(&name)
+                    .await
+                    .ok()
+                    .filter(|p| unschedulable(p).is_some())
+            },
+        )
+        .await;
+        let condition = unschedulable(&pending).expect("PodScheduled=False");
+        assert_eq!(condition.message.as_deref(), Some(*message), "{name}");
+        assert!(condition.last_transition_time.is_some(), "{condition:?}");
+        let status = pending.status.as_ref().expect("status");
+        assert_eq!(status.phase.as_deref(), Some("Pending"), "{name}");
+        assert!(
+            pending
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_none(),
+            "{name} is not bound"
+        );
+        assert!(
+            status.container_statuses.is_none(),
+            "no kubelet touched {name}: {status:?}"
+        );
+    }
+    cluster.stop().await;
 }

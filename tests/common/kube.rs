@@ -5,11 +5,13 @@
 //! Include with `#[path = "common/kube.rs"] mod sim_kube;`.
 #![allow(dead_code)]
 
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind, Status};
 use kube::{Client, Config};
@@ -135,24 +137,31 @@ pub fn config_map(name: &str, labels: &[(&str, &str)], data: &[(&str, &str)]) ->
     .expect("ConfigMap")
 }
 
-/// The `Widget` custom resource (`widgets.sim.example.com/v1`, namespaced,
+/// The group of the `Widget` custom resource of the test whose namespace is
+/// `namespace`: a CRD is cluster-wide, so each test has its own.
+pub fn widget_group(namespace: &str) -> String {
+    format!("{namespace}.sim.example.com")
+}
+
+/// The `Widget` custom resource (`widgets.<widget_group>/v1`, namespaced,
 /// with a status subresource).
-pub fn widget_resource() -> ApiResource {
+pub fn widget_resource(namespace: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("sim.example.com", "v1", "Widget"),
+        &GroupVersionKind::gvk(&widget_group(namespace), "v1", "Widget"),
         "widgets",
     )
 }
 
-/// Installs the `Widget` CRD and returns an API for widgets in `namespace`
-/// once the new type is served.
+/// Installs the `Widget` CRD of the test whose namespace is `namespace` and
+/// returns an API for widgets there once the new type is served.
 pub async fn install_widget_crd(client: &Client, namespace: &str) -> Api<DynamicObject> {
+    let group = widget_group(namespace);
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.sim.example.com"},
+        "metadata": {"name": format!("widgets.{group}")},
         "spec": {
-            "group": "sim.example.com",
+            "group": group,
             "scope": "Namespaced",
             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
             "versions": [{
@@ -181,7 +190,7 @@ pub async fn install_widget_crd(client: &Client, namespace: &str) -> Api<Dynamic
         .await
         .expect("create CRD");
     let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), namespace, &widget_resource());
+        Api::namespaced_with(client.clone(), namespace, &widget_resource(namespace));
     eventually("the Widget type to be served", async || {
         api.list(&ListParams::default()).await.ok()
     })
@@ -189,10 +198,11 @@ pub async fn install_widget_crd(client: &Client, namespace: &str) -> Api<Dynamic
     api
 }
 
-/// A Widget object with the given body (spec, status, metadata fields).
-pub fn widget(name: &str, body: Value) -> DynamicObject {
+/// A Widget object of the test whose namespace is `namespace`, with the
+/// given body (spec, status, metadata fields).
+pub fn widget(namespace: &str, name: &str, body: Value) -> DynamicObject {
     let mut obj = json!({
-        "apiVersion": "sim.example.com/v1",
+        "apiVersion": format!("{}/v1", widget_group(namespace)),
         "kind": "Widget",
         "metadata": {"name": name},
     });
@@ -228,4 +238,278 @@ pub async fn install_schemaless_crd(client: &Client, resource: &ApiResource) {
         async || served.list(&ListParams::default()).await.ok(),
     )
     .await;
+}
+
+// Both grounds ------------------------------------------------------------------
+
+/// Where a test runs: a simulated cluster of its own, or a real control
+/// plane (`hack/real-clusters`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ground {
+    Sim,
+    Real,
+}
+
+/// One test's cluster, the same for a test body on either ground: an admin
+/// client whose default namespace is the test's own (created for it, with
+/// its `default` ServiceAccount), and the fault API of `/_sim/`.
+pub struct TestCluster {
+    pub ground: Ground,
+    pub client: Client,
+    pub namespace: String,
+    /// The admin kubeconfig (YAML), with the test's namespace as its default.
+    pub kubeconfig: String,
+    sim: Option<ClusterHandle>,
+    private: Option<PrivateRealCluster>,
+}
+
+impl TestCluster {
+    /// A simulated cluster `home` of this test's own, in-process.
+    pub async fn sim(test: &str) -> TestCluster {
+        let handle = sim::start_cluster("home", &SimOptions::default())
+            .await
+            .expect("start simulated cluster");
+        let kubeconfig = handle.kubeconfig();
+        TestCluster::in_namespace(Ground::Sim, &kubeconfig, test, Some(handle), None).await
+    }
+
+    /// A namespace of this test's own on the real cluster that `kubeconfig`
+    /// (a file of `hack/real-clusters`) reaches, shared with other tests.
+    pub async fn real(kubeconfig: &Path, test: &str) -> TestCluster {
+        TestCluster::in_namespace(Ground::Real, &read_file(kubeconfig), test, None, None).await
+    }
+
+    /// A real cluster of this test's own, for a test whose faults (partition,
+    /// latency, errors, dropped watches) would hurt others on a shared one.
+    pub async fn private_real(test: &str) -> TestCluster {
+        let private = tokio::task::spawn_blocking(PrivateRealCluster::start)
+            .await
+            .expect("start a private real cluster");
+        let kubeconfig = read_file(&private.kubeconfig());
+        TestCluster::in_namespace(Ground::Real, &kubeconfig, test, None, Some(private)).await
+    }
+
+    async fn in_namespace(
+        ground: Ground,
+        kubeconfig: &str,
+        test: &str,
+        sim: Option<ClusterHandle>,
+        private: Option<PrivateRealCluster>,
+    ) -> TestCluster {
+        let namespace = test_namespace(&client_for(kubeconfig).await, test).await;
+        let kubeconfig = with_namespace(kubeconfig, &namespace);
+        TestCluster {
+            ground,
+            client: client_for(&kubeconfig).await,
+            namespace,
+            kubeconfig,
+            sim,
+            private,
+        }
+    }
+
+    /// An API for `K` in the test's namespace.
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Calls `/_sim/<path>` and returns the JSON answer; panics on an error status.
+    pub async fn admin(&self, method: hyper::Method, path: &str, body: Option<Value>) -> Value {
+        admin_request(&self.client, method, path, body).await
+    }
+
+    /// Ends every open watch stream.
+    pub async fn drop_watches(&self) {
+        self.admin(hyper::Method::POST, "drop-watches", None).await;
+    }
+
+    /// `PUT /_sim/faults`, returning the settings now in force.
+    pub async fn set_faults(&self, faults: Value) -> Value {
+        self.admin(hyper::Method::PUT, "faults", Some(faults)).await
+    }
+
+    /// Forgets the watch history: older resourceVersions now get 410. The
+    /// simulator's alone (a real API server compacts on its own schedule).
+    pub async fn compact(&self) {
+        assert_eq!(
+            self.ground,
+            Ground::Sim,
+            "POST /_sim/compact exists on the simulator only"
+        );
+        let answer = self.admin(hyper::Method::POST, "compact", None).await;
+        assert!(
+            answer.get("compactedTo").is_some(),
+            "compact answered {answer}"
+        );
+    }
+
+    /// Stops a simulated or private cluster; on a shared real cluster,
+    /// deletes the test's namespace (and with it what the test made there).
+    pub async fn stop(mut self) {
+        if let Some(handle) = self.sim.take() {
+            handle.stop().await;
+        } else if self.private.is_none() {
+            let namespaces: Api<Namespace> = Api::all(self.client.clone());
+            let _ = namespaces
+                .delete(&self.namespace, &DeleteParams::background())
+                .await;
+        }
+        if let Some(private) = self.private.take() {
+            tokio::task::spawn_blocking(move || drop(private))
+                .await
+                .expect("stop the private real cluster");
+        }
+    }
+}
+
+fn read_file(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// `kubeconfig` (YAML) with `namespace` as every context's namespace.
+pub fn with_namespace(kubeconfig: &str, namespace: &str) -> String {
+    let mut config: Value = serde_yaml::from_str(kubeconfig).expect("kubeconfig YAML");
+    for context in config["contexts"]
+        .as_array_mut()
+        .expect("contexts in the kubeconfig")
+    {
+        context["context"]["namespace"] = json!(namespace);
+    }
+    serde_yaml::to_string(&config).expect("kubeconfig YAML")
+}
+
+/// `/_sim/<path>` through `client` (the simulator, or a real cluster's fault
+/// proxy), its JSON answer; panics on an error status.
+pub async fn admin_request(
+    client: &Client,
+    method: hyper::Method,
+    path: &str,
+    body: Option<Value>,
+) -> Value {
+    let request = hyper::Request::builder()
+        .method(method.clone())
+        .uri(format!("/_sim/{path}"))
+        .header("content-type", "application/json")
+        .body(body.map(|b| b.to_string().into_bytes()).unwrap_or_default())
+        .expect("admin request");
+    let text = client
+        .request_text(request)
+        .await
+        .unwrap_or_else(|e| panic!("{method} /_sim/{path} failed: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("/_sim/{path} answered {text:?}: {e}"))
+}
+
+/// A lowercase DNS label from a test's name: at most 50 characters of it,
+/// `_` as `-`, and a random suffix, unique among tests sharing a cluster.
+pub fn unique_name(test: &str) -> String {
+    let mut base: String = test
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(50)
+        .collect();
+    while base.ends_with('-') {
+        base.pop();
+    }
+    format!("{base}-{:06x}", fastrand::u32(..0x100_0000))
+}
+
+/// A fresh namespace for `test`, once its `default` ServiceAccount exists
+/// (pods are refused before the serviceaccount controller made it).
+pub async fn test_namespace(client: &Client, test: &str) -> String {
+    let name = unique_name(test);
+    let namespace: Namespace = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
+    }))
+    .expect("a Namespace");
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
+    eventually_within(
+        &format!("the default ServiceAccount of namespace {name}"),
+        Duration::from_secs(30),
+        async || accounts.get_opt("default").await.ok().flatten(),
+    )
+    .await;
+    name
+}
+
+/// How long the first start of a real cluster may take: it may build
+/// Kubernetes (`hack/build-kube`).
+const REAL_START_LIMIT: Duration = Duration::from_secs(45 * 60);
+
+/// A `hack/real-clusters --clusters 1` of one test's own; stopped when
+/// dropped (its standard input closes, so it also stops when the test
+/// process dies).
+pub struct PrivateRealCluster {
+    dir: PathBuf,
+    launcher: Child,
+}
+
+impl PrivateRealCluster {
+    pub fn start() -> PrivateRealCluster {
+        let dir = std::env::temp_dir().join(format!(
+            "private-real-cluster-{}-{:08x}",
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        let launcher = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/real-clusters"))
+            .arg("--kubeconfig-dir")
+            .arg(&dir)
+            .args(["--clusters", "1"])
+            .env("REAL_CLUSTERS_EXIT_ON_STDIN_EOF", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("hack/real-clusters does not start ({e}): it needs bash and Go on PATH; `hack/build-kube` builds the components"));
+        let mut cluster = PrivateRealCluster { dir, launcher };
+        let deadline = Instant::now() + REAL_START_LIMIT;
+        while !cluster.dir.join("ready").exists() {
+            if let Ok(Some(status)) = cluster.launcher.try_wait() {
+                panic!(
+                    "hack/real-clusters exited ({status}) before its cluster was ready; logs in {}",
+                    cluster.dir.join("logs").display()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "private real cluster not ready after {REAL_START_LIMIT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        cluster
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("home.kubeconfig")
+    }
+}
+
+impl Drop for PrivateRealCluster {
+    fn drop(&mut self) {
+        // End of input: the launcher stops its processes and cleans up.
+        drop(self.launcher.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.launcher.try_wait() {
+                let _ = std::fs::remove_dir_all(&self.dir);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.launcher.kill();
+        let _ = self.launcher.wait();
+    }
 }
