@@ -157,7 +157,10 @@ async fn chief_workers_and_ps_run_then_succeed(ground: Ground) {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        for key in ["topology.kubernetes.io/region", "topology.kubernetes.io/zone"] {
+        for key in [
+            "topology.kubernetes.io/region",
+            "topology.kubernetes.io/zone",
+        ] {
             expected.insert(key.to_string(), node.labels()[key].clone());
         }
         assert_eq!(labels, &expected, "labels of {name}");
@@ -616,9 +619,8 @@ async fn debug_mode_runs_the_debug_command_and_tolerates_failures(ground: Ground
     pods_stay(&env, "dbg", &["dbg-chief-0", "dbg-worker-0"]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn t9k_scheduler_gets_a_pod_group() {
-    let env = Env::start("t9k").await;
+async fn t9k_scheduler_gets_a_pod_group(ground: Ground) {
+    let env = Env::start_on(ground, "t9k").await;
     let spec = json!({
         "scheduler": {"t9kScheduler": {"queue": "gpu-queue", "priority": 50}},
         "replicaSpecs": [
@@ -1264,9 +1266,8 @@ async fn two_hundred_jobs_succeed_with_few_status_writes() {
 }
 
 // The scenarios above that run on both grounds. Not on the real ground: the
-// T9k gang (no T9k Scheduler on a real cluster: its pods would stay Pending)
-// and the 200-job run (it sizes the simulated nodes; throughput is measured
-// by the benchmarks).
+// 200-job run (it sizes the simulated nodes; throughput is measured by the
+// benchmarks).
 on_both_grounds!(
     chief_workers_and_ps_run_then_succeed,
     without_a_chief_worker_0_decides,
@@ -1283,4 +1284,5 @@ on_both_grounds!(
     a_killed_controller_resumes_without_duplicates,
     a_controller_killed_at_any_moment_never_duplicates_pods,
     kubectl_shows_the_printer_columns,
+    t9k_scheduler_gets_a_pod_group,
 );

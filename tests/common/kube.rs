@@ -215,7 +215,8 @@ pub fn widget(namespace: &str, name: &str, body: Value) -> DynamicObject {
 }
 
 /// Installs a schemaless, namespaced CRD (with a status subresource) for
-/// `resource`, as a third party would, and waits until the type is served.
+/// `resource`, as a third party would (applied: installing it again is no
+/// error, as on a shared real cluster), and waits until the type is served.
 pub async fn install_schemaless_crd(client: &Client, resource: &ApiResource) {
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -229,7 +230,11 @@ pub async fn install_schemaless_crd(client: &Client, resource: &ApiResource) {
     }))
     .expect("valid CRD");
     Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
+        .patch(
+            &format!("{}.{}", resource.plural, resource.group),
+            &kube::api::PatchParams::apply("tfjob-federator-tests").force(),
+            &kube::api::Patch::Apply(&crd),
+        )
         .await
         .unwrap_or_else(|e| panic!("{} CRD installed: {e}", resource.kind));
     let served: Api<DynamicObject> = Api::all_with(client.clone(), resource);

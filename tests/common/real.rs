@@ -160,7 +160,8 @@ impl RealClusters {
                     !matches!(kind, "Deployment" | "Service" | "ConfigMap")
                 })
                 .await;
-                let token = service_account_token(&home, "tfjob-federator", "tfjob-federator").await;
+                let token =
+                    service_account_token(&home, "tfjob-federator", "tfjob-federator").await;
                 let path = self.dir.join("controller-identity.kubeconfig");
                 std::fs::write(&path, with_token(&self.kubeconfig("home"), &token))
                     .expect("write the controller's kubeconfig");
@@ -206,18 +207,16 @@ pub async fn apply(client: &Client, object: &Value) {
         .await
         .unwrap_or_else(|e| panic!("{kind} is served: {e}"));
     let name = object["metadata"]["name"].as_str().expect("name");
-    let api: Api<DynamicObject> = match (
-        capabilities.scope,
-        object["metadata"]["namespace"].as_str(),
-    ) {
-        (kube::discovery::Scope::Namespaced, Some(ns)) => {
-            Api::namespaced_with(client.clone(), ns, &resource)
-        }
-        (kube::discovery::Scope::Namespaced, None) => {
-            Api::default_namespaced_with(client.clone(), &resource)
-        }
-        (kube::discovery::Scope::Cluster, _) => Api::all_with(client.clone(), &resource),
-    };
+    let api: Api<DynamicObject> =
+        match (capabilities.scope, object["metadata"]["namespace"].as_str()) {
+            (kube::discovery::Scope::Namespaced, Some(ns)) => {
+                Api::namespaced_with(client.clone(), ns, &resource)
+            }
+            (kube::discovery::Scope::Namespaced, None) => {
+                Api::default_namespaced_with(client.clone(), &resource)
+            }
+            (kube::discovery::Scope::Cluster, _) => Api::all_with(client.clone(), &resource),
+        };
     api.patch(
         name,
         &PatchParams::apply("tfjob-federator-tests").force(),
@@ -325,9 +324,11 @@ pub async fn test_namespace(client: &Client, test: &str) -> String {
 /// What earlier tests left goes before the next one starts, even after a
 /// failure: every TensorFlowTrainingJob on home loses its finalizer (no
 /// controller runs between tests) and is deleted, the tests' namespaces
-/// are deleted, and the pods and services a controller made are deleted on
-/// every cluster in `names`, waiting until the pods are gone (capacity is
-/// per cluster).
+/// are deleted, MemberClusters get back their registered spec and lose the
+/// status an earlier controller wrote, and on every
+/// cluster in `names` faults are healed and the pods and services a
+/// controller made are deleted, waiting until the pods are gone (capacity
+/// is per cluster).
 pub async fn clean_slate(clusters: &RealClusters, names: &[&str]) {
     let home = clusters.client("home").await;
     let all_jobs: Api<DynamicObject> = Api::all_with(home.clone(), &jobs_resource());
@@ -357,24 +358,71 @@ pub async fn clean_slate(clusters: &RealClusters, names: &[&str]) {
             &ListParams::default().labels(&format!("{TEST_LABEL}=true")),
         )
         .await;
+    // MemberClusters as `--register` made them: earlier tests label them,
+    // mark them unschedulable or export services.
+    let members: Api<DynamicObject> = Api::all_with(
+        home.clone(),
+        &kube::core::ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("federation.tfjob.io", "v1alpha1", "MemberCluster"),
+            "memberclusters",
+        ),
+    );
+    for member in members
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        if let Some(name) = member.metadata.name {
+            let reset = json!({"metadata": {"labels": null}, "spec": {"unschedulable": null, "exportServices": false, "addressTemplate": null}});
+            let _ = members
+                .patch(&name, &PatchParams::default(), &Patch::Merge(reset))
+                .await;
+            // The next controller's own view, not a Ready an earlier one wrote.
+            let _ = members
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": null})),
+                )
+                .await;
+        }
+    }
     let managed = ListParams::default().labels("app.kubernetes.io/managed-by=tfjob-federator");
     for cluster in names {
         let client = clusters.client(cluster).await;
+        let heal = hyper::Request::put("/_sim/faults")
+            .header("content-type", "application/json")
+            .body(br#"{"partitioned":false,"latencyMs":0,"errorRate":0}"#.to_vec())
+            .expect("request");
+        client
+            .request_text(heal)
+            .await
+            .unwrap_or_else(|e| panic!("{cluster}: faults healed: {e}"));
         let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(client.clone());
         let services: Api<k8s_openapi::api::core::v1::Service> = Api::all(client.clone());
-        for pod in pods.list(&managed).await.map(|l| l.items).unwrap_or_default() {
+        for pod in pods
+            .list(&managed)
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
             if let (Some(ns), Some(name)) = (pod.metadata.namespace, pod.metadata.name) {
                 let _ = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), &ns)
                     .delete(&name, &Default::default())
                     .await;
             }
         }
-        for service in services.list(&managed).await.map(|l| l.items).unwrap_or_default() {
+        for service in services
+            .list(&managed)
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
             if let (Some(ns), Some(name)) = (service.metadata.namespace, service.metadata.name) {
-                let _ =
-                    Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), &ns)
-                        .delete(&name, &Default::default())
-                        .await;
+                let _ = Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), &ns)
+                    .delete(&name, &Default::default())
+                    .await;
             }
         }
         let deadline = Instant::now() + Duration::from_secs(30);

@@ -38,6 +38,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -314,6 +315,44 @@ func waitHTTP(ctx context.Context, url string, client *http.Client, limit time.D
 	return fmt.Errorf("%s not healthy after %s: %v", url, limit, last)
 }
 
+// schedulerProfiles: kube-scheduler also answers to `t9k-scheduler`, so the
+// pods of a job with scheduler.t9kScheduler are scheduled as on a cluster
+// with T9k Scheduler (one by one here: a real cluster has no gang
+// scheduling without it; the simulator's scheduler gangs them).
+const schedulerProfiles = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %s
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: default-scheduler
+- schedulerName: t9k-scheduler
+`
+
+// podGroupCRD is T9k's PodGroup as the simulator serves it
+// (src/sim/mod.rs): every cluster has the kind the controller's gang
+// scheduling writes.
+func podGroupCRD() *unstructured.Unstructured {
+	return object(map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "podgroups.scheduler.tensorstack.dev"},
+		"spec": map[string]any{
+			"group": "scheduler.tensorstack.dev", "scope": "Namespaced",
+			"names": map[string]any{"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup", "listKind": "PodGroupList", "shortNames": []any{"pg"}},
+			"versions": []any{map[string]any{
+				"name": "v1beta1", "served": true, "storage": true, "subresources": map[string]any{"status": map[string]any{}},
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+				"additionalPrinterColumns": []any{
+					map[string]any{"name": "MinMember", "type": "integer", "jsonPath": ".spec.minMember"},
+					map[string]any{"name": "Queue", "type": "string", "jsonPath": ".spec.queue"},
+					map[string]any{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+				},
+			}},
+		},
+	})
+}
+
 type cluster struct {
 	name       string
 	direct     string // the API server itself, for the cluster's components
@@ -383,7 +422,28 @@ func startCluster(ctx context.Context, procs *processes, bin, work, logs, etcd, 
 		return nil, fmt.Errorf("%s kube-apiserver: %w", name, err)
 	}
 	logf("%s: kube-apiserver ready", name)
+	// The cluster's kinds exist before kube-controller-manager starts: its
+	// garbage collector discovers kinds made later only at its next
+	// discovery (every 30 s), and a PodGroup owned by a deleted job would
+	// wait for it.
+	applier, err := newApplier(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := applier.apply(ctx, podGroupCRD()); err != nil {
+		return nil, err
+	}
+	if name == "home" && o.register {
+		crds, err := repoFile("deploy/crds/crds.yaml")
+		if err != nil {
+			return nil, err
+		}
+		if err := applier.applyFile(ctx, crds); err != nil {
+			return nil, err
+		}
+	}
 	componentConfig := filepath.Join(dir, "admin.kubeconfig")
+	schedulerConfig := filepath.Join(dir, "scheduler.yaml")
 	if err := clientcmd.WriteToFile(*c.kubeconfig(c.direct), componentConfig); err != nil {
 		return nil, err
 	}
@@ -394,8 +454,9 @@ func startCluster(ctx context.Context, procs *processes, bin, work, logs, etcd, 
 			"--service-account-private-key-file="+p.saKey, "--root-ca-file="+p.caFile,
 			// Everything but what needs volumes, a cloud or a CSR signer.
 			"--controllers=*,-node-ipam-controller,-persistentvolume-attach-detach-controller,-persistentvolume-binder-controller,-persistentvolume-expander-controller,-ephemeral-volume-controller,-certificatesigningrequest-signing-controller,-certificatesigningrequest-approving-controller,-certificatesigningrequest-cleaner-controller"),
+		os.WriteFile(schedulerConfig, []byte(fmt.Sprintf(schedulerProfiles, componentConfig)), 0o644),
 		procs.start(logs, name+"-kube-scheduler", filepath.Join(bin, "kube-scheduler"),
-			"--kubeconfig="+componentConfig, "--leader-elect=false", "--secure-port=0"),
+			"--config="+schedulerConfig, "--secure-port=0"),
 	)
 	if err != nil {
 		return nil, err

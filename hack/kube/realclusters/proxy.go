@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -64,6 +65,8 @@ func newFaultProxy(apiserver string, ca []byte) (*faultProxy, error) {
 	reverse := httputil.NewSingleHostReverseProxy(target)
 	reverse.FlushInterval = -1
 	reverse.Transport = transport
+	// A client that gives up (a cut watch, a test that ended) is no news.
+	reverse.ErrorLog = log.New(io.Discard, "", 0)
 	healed := make(chan struct{})
 	close(healed)
 	return &faultProxy{healed: healed, streams: map[int]context.CancelFunc{}, reverse: reverse, target: target, client: &http.Client{Transport: transport}}, nil

@@ -122,20 +122,15 @@ func (a *applier) applyFile(ctx context.Context, path string) error {
 	}
 }
 
+// registerMembers writes a member Secret and MemberCluster on home for each
+// member; the CRDs are on home already (startCluster).
 func registerMembers(ctx context.Context, home *cluster, members []*cluster) error {
-	crds, err := repoFile("deploy/crds/crds.yaml")
-	if err != nil {
-		return err
-	}
 	rbac, err := repoFile("deploy/member-rbac.yaml")
 	if err != nil {
 		return err
 	}
 	homeApplier, err := newApplier(home)
 	if err != nil {
-		return err
-	}
-	if err := homeApplier.applyFile(ctx, crds); err != nil {
 		return err
 	}
 	if err := homeApplier.apply(ctx, object(map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": secretsNamespace}})); err != nil {
