@@ -1,11 +1,19 @@
 //! Leader election (`run --leader-elect`): of several replicas only the
 //! Lease holder runs the actors and is ready; a standby takes over when the
 //! leader dies (after the Lease expires) or stops (at once: it releases).
+//! On both grounds; on the real one the replicas run under the identity
+//! `deploy/controller.yaml` ships, whose Role allows the Lease in the
+//! namespace `tfjob-federator` only.
 
 #[path = "common/observe.rs"]
 mod observe;
+#[macro_use]
+#[path = "common/real.rs"]
+mod real;
 #[path = "common/kube.rs"]
 mod sim_kube;
+
+use real::Ground;
 
 use std::time::{Duration, Instant};
 
@@ -18,14 +26,17 @@ use observe::{Start, System};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// `run` arguments for a replica named `identity`, with the Lease in `default`.
+/// Where the Lease is: `tfjob-federator` as deployed.
+const LEASE_NAMESPACE: &str = "tfjob-federator";
+
+/// `run` arguments for a replica named `identity`.
 fn replica_args(system_dir: &std::path::Path, identity: &str, lease_ms: u64) -> Vec<String> {
     let config = system_dir.join(format!("{identity}.yaml"));
     std::fs::write(&config, format!("leaseDurationMs: {lease_ms}\n")).expect("write settings");
     [
         "--leader-elect",
         "--leader-elect-namespace",
-        "default",
+        LEASE_NAMESPACE,
         "--leader-elect-identity",
         identity,
         "--config",
@@ -42,7 +53,7 @@ async fn ready(addr: std::net::SocketAddr) -> (u16, String) {
 
 async fn holder(system: &System) -> Option<String> {
     let home = sim_kube::client_for(&system.kubeconfig("home")).await;
-    let lease = Api::<Lease>::namespaced(home, "default")
+    let lease = Api::<Lease>::namespaced(home, LEASE_NAMESPACE)
         .get_opt("tfjob-federator")
         .await
         .ok()??;
@@ -50,15 +61,44 @@ async fn holder(system: &System) -> Option<String> {
 }
 
 /// Starts the system with replica `first` leading, returns it once ready.
-async fn first_leading(lease_ms: u64) -> System {
+async fn first_leading(ground: Ground, lease_ms: u64) -> System {
     let dir = std::env::temp_dir().join(format!("tfjob-leader-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("settings dir");
-    let system = observe::start(Start {
-        clusters: 1,
-        run_args: replica_args(&dir, "first", lease_ms),
-        ..Start::default()
-    })
-    .await;
+    let args = replica_args(&dir, "first", lease_ms);
+    let system = match ground {
+        Ground::Sim => {
+            let system = observe::start(Start {
+                clusters: 1,
+                run_args: args,
+                ..Start::default()
+            })
+            .await;
+            let home = sim_kube::client_for(&system.kubeconfig("home")).await;
+            real::apply(
+                &home,
+                &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LEASE_NAMESPACE}}),
+            )
+            .await;
+            system
+        }
+        Ground::Real => {
+            let clusters = real::one_cluster();
+            let turn = clusters.exclusive().await;
+            real::clean_slate(clusters, &["home"]).await;
+            let home = clusters.client("home").await;
+            real::install_crds(&home).await;
+            let _ = Api::<Lease>::namespaced(home, LEASE_NAMESPACE)
+                .delete("tfjob-federator", &Default::default())
+                .await;
+            observe::start_on(
+                &clusters.controller_kubeconfig().await,
+                &clusters.dir,
+                &args,
+                Box::new(turn),
+            )
+            .await
+        }
+    };
     sim_kube::eventually_within("the first replica ready", WAIT, async || {
         (ready(system.metrics).await.0 == 200).then_some(())
     })
@@ -97,9 +137,8 @@ async fn wait_phase(
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_standby_waits_unready_and_takes_over_when_the_leader_dies() {
-    let mut system = first_leading(2000).await;
+async fn a_standby_waits_unready_and_takes_over_when_the_leader_dies(ground: Ground) {
+    let mut system = first_leading(ground, 2000).await;
     let (mut second, second_addr) = observe::start_run(
         &system.dir,
         "second.log",
@@ -139,10 +178,9 @@ async fn a_standby_waits_unready_and_takes_over_when_the_leader_dies() {
     second.check_alive("the new leader", &system.dir.join("second.log"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_leader_that_stops_hands_over_at_once() {
+async fn a_leader_that_stops_hands_over_at_once(ground: Ground) {
     // A long Lease: a takeover well before it expires proves the release.
-    let mut system = first_leading(30_000).await;
+    let mut system = first_leading(ground, 30_000).await;
     let (_second, second_addr) = observe::start_run(
         &system.dir,
         "second.log",
@@ -164,3 +202,8 @@ async fn a_leader_that_stops_hands_over_at_once() {
     );
     assert_eq!(holder(&system).await.as_deref(), Some("second"));
 }
+
+on_both_grounds!(
+    a_standby_waits_unready_and_takes_over_when_the_leader_dies,
+    a_leader_that_stops_hands_over_at_once,
+);

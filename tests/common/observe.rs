@@ -90,9 +90,15 @@ impl Default for Start {
 /// then the clusters.
 pub struct System {
     controller: Process,
-    /// The `sim` process (None when the demo runs the clusters in-process).
+    /// The `sim` process (None when the demo runs the clusters in-process,
+    /// or on clusters that another owner runs).
     sim: Option<Process>,
     pub dir: PathBuf,
+    /// Where the clusters' admin kubeconfigs are (the controller's own is
+    /// `dir/home.kubeconfig`).
+    kubeconfigs: PathBuf,
+    /// What keeps shared clusters this system's while it runs.
+    _turn: Option<Box<dyn std::any::Any + Send>>,
     /// Where the controller serves /metrics, /healthz and /readyz.
     pub metrics: SocketAddr,
     /// Cluster name → `host:port` of its API server.
@@ -145,9 +151,36 @@ pub async fn start(options: Start) -> System {
     System {
         controller,
         sim: Some(sim),
+        kubeconfigs: dir.clone(),
         dir,
         metrics,
         clusters,
+        _turn: None,
+    }
+}
+
+/// `run` against clusters another owner runs: the controller with
+/// `controller_kubeconfig`, the test with the admin kubeconfigs in
+/// `kubeconfigs`; `turn` is held as long as the system lives.
+pub async fn start_on(
+    controller_kubeconfig: &Path,
+    kubeconfigs: &Path,
+    run_args: &[String],
+    turn: Box<dyn std::any::Any + Send>,
+) -> System {
+    let dir = std::env::temp_dir().join(format!("tfjob-observe-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    std::fs::copy(controller_kubeconfig, dir.join("home.kubeconfig"))
+        .expect("the controller's kubeconfig");
+    let (controller, metrics) = start_run(&dir, "controller.log", run_args).await;
+    System {
+        controller,
+        sim: None,
+        dir,
+        kubeconfigs: kubeconfigs.to_path_buf(),
+        metrics,
+        clusters: BTreeMap::new(),
+        _turn: Some(turn),
     }
 }
 
@@ -206,9 +239,11 @@ pub async fn start_demo(jobs_yaml: &str, metrics: SocketAddr) -> System {
     System {
         controller: demo,
         sim: None,
+        kubeconfigs: dir.clone(),
         dir,
         metrics,
         clusters,
+        _turn: None,
     }
 }
 
@@ -287,8 +322,9 @@ impl System {
         body
     }
 
+    /// The admin kubeconfig of `cluster`.
     pub fn kubeconfig(&self, cluster: &str) -> String {
-        std::fs::read_to_string(self.dir.join(format!("{cluster}.kubeconfig")))
+        std::fs::read_to_string(self.kubeconfigs.join(format!("{cluster}.kubeconfig")))
             .unwrap_or_else(|e| panic!("{cluster}.kubeconfig: {e}"))
     }
 

@@ -34,6 +34,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -146,7 +147,12 @@ func run(ctx context.Context, o options, procs *processes) error {
 			return fmt.Errorf("registering members: %w", err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(o.kubeconfigDir, "ready"), nil, 0o644); err != nil {
+	// As sim writes it: one line per cluster, its name and address.
+	var ready strings.Builder
+	for _, c := range clusters {
+		fmt.Fprintf(&ready, "%s %s\n", c.name, c.proxied)
+	}
+	if err := os.WriteFile(filepath.Join(o.kubeconfigDir, "ready"), []byte(ready.String()), 0o644); err != nil {
 		return err
 	}
 	logf("%d cluster(s) ready in %.1fs; kubeconfigs in %s", len(clusters), time.Since(started).Seconds(), o.kubeconfigDir)
