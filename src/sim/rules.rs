@@ -101,6 +101,7 @@ pub fn prepare_create(
             labels["kubernetes.io/metadata.name"] = json!(name);
         }
         ("", "pods") => default_pod(obj),
+        ("apps", "deployments") => default_deployment(obj),
         ("", "services") => default_service(obj, serial),
         ("", "secrets") if obj.get("type").is_none() => obj["type"] = json!("Opaque"),
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
@@ -125,50 +126,125 @@ pub fn prepare_create(
 }
 
 fn default_pod(pod: &mut Value) {
-    let spec = pod.get_mut("spec").and_then(Value::as_object_mut);
-    if let Some(spec) = spec {
-        let defaults = [
-            ("restartPolicy", json!("Always")),
-            ("schedulerName", json!("default-scheduler")),
-            ("terminationGracePeriodSeconds", json!(30)),
-            ("dnsPolicy", json!("ClusterFirst")),
-            ("securityContext", json!({})),
-            ("enableServiceLinks", json!(true)),
-            ("priority", json!(0)),
-        ];
-        for (k, v) in defaults {
-            spec.entry(k).or_insert(v);
+    if let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) {
+        default_pod_spec(spec);
+        // Set by admission on pods, not on the templates of workloads.
+        spec.entry("enableServiceLinks").or_insert(json!(true));
+        spec.entry("priority").or_insert(json!(0));
+    }
+    let qos = pod_qos_class(pod);
+    pod["status"] = json!({"phase": "Pending", "qosClass": qos});
+}
+
+/// The defaults an update gets again, as upstream defaults every object it
+/// decodes: those of the pod spec of a pod and a Deployment's template.
+pub fn default_update(ty: &ResourceType, obj: &mut Value) {
+    if !ty.builtin {
+        return;
+    }
+    match (ty.group.as_str(), ty.plural.as_str()) {
+        ("", "pods") => {
+            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                default_pod_spec(spec);
+            }
         }
-        for list in ["containers", "initContainers"] {
-            for c in spec
-                .get_mut(list)
+        ("apps", "deployments") => default_deployment(obj),
+        _ => {}
+    }
+}
+
+/// The defaults of a pod spec, in a pod or a workload's pod template.
+fn default_pod_spec(spec: &mut serde_json::Map<String, Value>) {
+    let defaults = [
+        ("restartPolicy", json!("Always")),
+        ("schedulerName", json!("default-scheduler")),
+        ("terminationGracePeriodSeconds", json!(30)),
+        ("dnsPolicy", json!("ClusterFirst")),
+        ("securityContext", json!({})),
+    ];
+    for (k, v) in defaults {
+        spec.entry(k).or_insert(v);
+    }
+    for list in ["containers", "initContainers"] {
+        for c in spec
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            let Some(c) = c.as_object_mut() else { continue };
+            if !c.contains_key("imagePullPolicy") {
+                let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
+                c.insert("imagePullPolicy".into(), json!(pull_policy(image)));
+            }
+            c.entry("terminationMessagePath")
+                .or_insert_with(|| json!("/dev/termination-log"));
+            c.entry("terminationMessagePolicy")
+                .or_insert_with(|| json!("File"));
+            c.entry("resources").or_insert_with(|| json!({}));
+            for port in c
+                .get_mut("ports")
                 .and_then(Value::as_array_mut)
                 .into_iter()
                 .flatten()
             {
-                let Some(c) = c.as_object_mut() else { continue };
-                c.entry("imagePullPolicy")
-                    .or_insert_with(|| json!("IfNotPresent"));
-                c.entry("terminationMessagePath")
-                    .or_insert_with(|| json!("/dev/termination-log"));
-                c.entry("terminationMessagePolicy")
-                    .or_insert_with(|| json!("File"));
-                c.entry("resources").or_insert_with(|| json!({}));
-                for port in c
-                    .get_mut("ports")
-                    .and_then(Value::as_array_mut)
-                    .into_iter()
-                    .flatten()
-                {
-                    if let Some(p) = port.as_object_mut() {
-                        p.entry("protocol").or_insert_with(|| json!("TCP"));
-                    }
+                if let Some(p) = port.as_object_mut() {
+                    p.entry("protocol").or_insert_with(|| json!("TCP"));
                 }
             }
         }
     }
-    let qos = pod_qos_class(pod);
-    pod["status"] = json!({"phase": "Pending", "qosClass": qos});
+}
+
+/// Upstream's default pull policy: `Always` for the tag `latest`, which an
+/// image without tag or digest has; `IfNotPresent` otherwise.
+fn pull_policy(image: &str) -> &'static str {
+    let (name, digest) = image.split_once('@').unwrap_or((image, ""));
+    let last = name.rsplit('/').next().unwrap_or(name);
+    let tag = match last.split_once(':') {
+        Some((_, tag)) => tag,
+        None if digest.is_empty() => "latest",
+        None => "",
+    };
+    if tag == "latest" {
+        "Always"
+    } else {
+        "IfNotPresent"
+    }
+}
+
+/// The defaults of a Deployment (apps/v1), its pod template's included.
+fn default_deployment(deployment: &mut Value) {
+    let Some(spec) = deployment.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    spec.entry("replicas").or_insert(json!(1));
+    spec.entry("strategy").or_insert_with(|| json!({}));
+    if let Some(strategy) = spec.get_mut("strategy").and_then(Value::as_object_mut) {
+        strategy
+            .entry("type")
+            .or_insert_with(|| json!("RollingUpdate"));
+        if strategy.get("type") == Some(&json!("RollingUpdate")) {
+            let rolling = strategy
+                .entry("rollingUpdate")
+                .or_insert_with(|| json!({}));
+            if let Some(rolling) = rolling.as_object_mut() {
+                rolling
+                    .entry("maxUnavailable")
+                    .or_insert_with(|| json!("25%"));
+                rolling.entry("maxSurge").or_insert_with(|| json!("25%"));
+            }
+        }
+    }
+    spec.entry("revisionHistoryLimit").or_insert(json!(10));
+    spec.entry("progressDeadlineSeconds").or_insert(json!(600));
+    if let Some(template) = spec
+        .get_mut("template")
+        .and_then(|t| t.get_mut("spec"))
+        .and_then(Value::as_object_mut)
+    {
+        default_pod_spec(template);
+    }
 }
 
 /// The QoS class upstream derives from the containers' requests and limits.
@@ -362,4 +438,49 @@ pub fn string_map(value: Option<&Value>) -> std::collections::BTreeMap<String, S
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pull_policy_is_always_for_latest_only() {
+        for (image, policy) in [
+            ("nginx", "Always"),
+            ("nginx:latest", "Always"),
+            ("registry.local:5000/team/nginx", "Always"),
+            ("registry.local:5000/team/nginx:1.25", "IfNotPresent"),
+            ("nginx:1.25", "IfNotPresent"),
+            ("nginx@sha256:0000", "IfNotPresent"),
+            ("nginx:latest@sha256:0000", "Always"),
+        ] {
+            assert_eq!(pull_policy(image), policy, "{image}");
+        }
+    }
+
+    #[test]
+    fn deployments_get_upstream_defaults() {
+        let mut deployment = json!({"spec": {"selector": {}, "template": {"spec": {
+            "containers": [{"name": "c", "image": "nginx", "ports": [{"containerPort": 80}]}],
+        }}}});
+        default_deployment(&mut deployment);
+        let spec = &deployment["spec"];
+        assert_eq!(spec["replicas"], 1);
+        assert_eq!(
+            spec["strategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+        );
+        assert_eq!(spec["revisionHistoryLimit"], 10);
+        assert_eq!(spec["progressDeadlineSeconds"], 600);
+        let pod = &spec["template"]["spec"];
+        assert_eq!(pod["restartPolicy"], "Always");
+        assert!(pod.get("enableServiceLinks").is_none(), "{pod}");
+        let container = &pod["containers"][0];
+        assert_eq!(container["imagePullPolicy"], "Always");
+        assert_eq!(container["ports"], json!([{"containerPort": 80, "protocol": "TCP"}]));
+        let recreate = &mut json!({"spec": {"strategy": {"type": "Recreate"}}});
+        default_deployment(recreate);
+        assert_eq!(recreate["spec"]["strategy"], json!({"type": "Recreate"}));
+    }
 }

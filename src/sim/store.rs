@@ -763,6 +763,7 @@ impl Inner {
             }
         };
         let mut new = rules::merge_update(&old, new, status_sub && scope == Scope::Main, to_status);
+        rules::default_update(ty, &mut new);
         rules::normalize_metadata(&mut new);
         if ty.group.is_empty() && ty.plural == "secrets" {
             rules::fold_string_data(&mut new);

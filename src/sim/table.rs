@@ -147,7 +147,8 @@ fn cell(obj: &Value, column: &ColumnSpec) -> Value {
         Cell::Path(path) => match json_path(obj, path) {
             Some(Value::String(ts)) if column.type_ == "date" => json!(age(&ts)),
             Some(value) => value,
-            None => json!("<none>"),
+            // Upstream leaves the cell empty (null) when the path finds nothing.
+            None => Value::Null,
         },
         Cell::PodReady => {
             let statuses = obj
