@@ -1,14 +1,59 @@
 //! The real kubectl (v1.32, default settings: server-side field validation
-//! from the OpenAPI documents, discovery cache in a private dir) against a
-//! simulated cluster. Each test starts its own cluster in-process.
+//! from the OpenAPI documents, discovery cache in a private dir) against
+//! both grounds from one source: `NAME::sim` on a simulated cluster of its
+//! own (in-process), `NAME::real` on the real cluster the test binary
+//! shares (`hack/real-clusters`); either way kubectl works in a namespace of
+//! the test's own. Tests that use the cluster-wide `widgets.example.com`
+//! CRD take turns on the real cluster (`Kubectl::take_turn`).
 
 #[path = "common/kubectl.rs"]
 mod kubectl_support;
+
+#[path = "common/real.rs"]
+mod real;
 
 use std::time::Duration;
 
 use kubectl_support::Kubectl;
 use serde_json::{Value, json};
+
+/// For each `fn NAME(k: &Kubectl)`: `NAME::sim` on a simulated cluster and
+/// `NAME::real` in a namespace of the shared real cluster.
+macro_rules! on_both_grounds {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn sim() {
+                super::$name(&super::Kubectl::sim(stringify!($name)))
+            }
+            #[test]
+            fn real() {
+                let kubeconfig = super::real::one_cluster().kubeconfig("home");
+                super::$name(&super::Kubectl::real(&kubeconfig, stringify!($name)))
+            }
+        }
+    )*};
+}
+
+on_both_grounds!(
+    create_reports_already_exists_on_second_create,
+    client_side_apply_of_builtin_kinds_uses_three_way_strategic_merge,
+    client_side_apply_of_custom_resources_uses_json_merge_patch,
+    server_side_apply_creates_updates_and_reports_conflicts,
+    get_lists_with_selectors_and_prints_tables,
+    get_watch_sees_concurrent_changes,
+    patch_merge_json_and_failed_json_test_op,
+    patch_status_subresource_leaves_spec_and_generation,
+    wait_returns_when_a_condition_appears_or_the_object_is_deleted,
+    delete_removes_objects,
+    crd_shows_in_discovery_with_printer_columns_and_strict_validation,
+    get_nodes_shows_ready_nodes_with_capacity,
+    get_pods_watch_shows_the_phases_and_yaml_the_status,
+    create_generators_send_protobuf_bodies_that_the_simulator_decodes,
+    typed_client_writes_of_pods_services_serviceaccounts_and_rbac_decode,
+    scale_writes_replicas_through_the_scale_subresource,
+    protobuf_bodies_the_simulator_cannot_decode_get_a_status,
+);
 
 const POD: &str = r#"
 apiVersion: v1
@@ -112,11 +157,21 @@ fn widget(name: &str, size: i64, color: &str) -> String {
     )
 }
 
-/// Applies the Widget CRD and checks that kubectl reports it created.
+/// Applies the Widget CRD (in this test's turn at it, until the test ends
+/// and deletes it) and checks that kubectl reports it created.
 fn install_widgets(k: &Kubectl) {
+    k.take_turn();
+    k.delete_at_end("customresourcedefinition", "widgets.example.com");
     let crd = k.write("widget-crd.yaml", WIDGET_CRD);
     k.ok(&["apply", "-f", &crd])
         .stdout_has("customresourcedefinition.apiextensions.k8s.io/widgets.example.com created");
+    // A real API server serves a new type once the CRD is Established.
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "customresourcedefinition/widgets.example.com",
+        "--timeout=20s",
+    ]);
 }
 
 fn names(list: &Value) -> Vec<String> {
@@ -135,9 +190,33 @@ fn names(list: &Value) -> Vec<String> {
     names
 }
 
-#[test]
-fn create_reports_already_exists_on_second_create() {
-    let k = Kubectl::start("create");
+/// `labels` with the region and zone of the node that `pod` is bound to
+/// (waiting for the binding): kube-apiserver copies them onto a pod as it
+/// binds it (PodTopologyLabels admission).
+fn with_node_topology(k: &Kubectl, pod: &str, mut labels: Value) -> Value {
+    k.ok(&[
+        "wait",
+        "--for=condition=PodScheduled",
+        &format!("pod/{pod}"),
+        "--timeout=20s",
+    ]);
+    let bound = k.json(&["get", "pod", pod]);
+    let node = bound["spec"]["nodeName"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{pod} is bound: {bound}"));
+    let node = k.json(&["get", "node", node]);
+    for key in [
+        "topology.kubernetes.io/region",
+        "topology.kubernetes.io/zone",
+    ] {
+        let value = &node["metadata"]["labels"][key];
+        assert!(value.is_string(), "{key} on the node: {node}");
+        labels[key] = value.clone();
+    }
+    labels
+}
+
+fn create_reports_already_exists_on_second_create(k: &Kubectl) {
     let pod = k.write("pod.yaml", POD);
     let cm = k.write("cm.yaml", CONFIGMAP);
 
@@ -145,10 +224,11 @@ fn create_reports_already_exists_on_second_create() {
     k.ok(&["create", "-f", &cm])
         .stdout_has("configmap/settings created");
 
+    let labels = with_node_topology(k, "web", json!({"app": "web"}));
     let got = k.json(&["get", "pod", "web"]);
     assert_eq!(got["kind"], "Pod");
-    assert_eq!(got["metadata"]["namespace"], "default");
-    assert_eq!(got["metadata"]["labels"], json!({"app": "web"}));
+    assert_eq!(got["metadata"]["namespace"], k.namespace);
+    assert_eq!(got["metadata"]["labels"], labels);
     assert_eq!(got["spec"]["containers"][0]["image"], "nginx:1.25");
     assert!(
         got["metadata"]["uid"]
@@ -174,9 +254,7 @@ fn create_reports_already_exists_on_second_create() {
     assert_eq!(got["data"], json!({"color": "blue"}));
 }
 
-#[test]
-fn client_side_apply_of_builtin_kinds_uses_three_way_strategic_merge() {
-    let k = Kubectl::start("csa-builtin");
+fn client_side_apply_of_builtin_kinds_uses_three_way_strategic_merge(k: &Kubectl) {
     let v1 = r#"
 apiVersion: v1
 kind: Pod
@@ -219,11 +297,13 @@ spec:
     let path = k.write("pod.yaml", &v2);
     k.ok(&["apply", "-f", &path])
         .stdout_has("pod/app configured");
-    let pod = k.json(&["get", "pod", "app"]);
-    assert_eq!(
-        pod["metadata"]["labels"],
-        json!({"app": "web", "track": "stable", "owner": "ops"})
+    let labels = with_node_topology(
+        k,
+        "app",
+        json!({"app": "web", "track": "stable", "owner": "ops"}),
     );
+    let pod = k.json(&["get", "pod", "app"]);
+    assert_eq!(pod["metadata"]["labels"], labels);
     let containers: Vec<(String, String)> = pod["spec"]["containers"]
         .as_array()
         .expect("containers")
@@ -274,10 +354,8 @@ spec:
     assert_eq!(got["metadata"]["labels"], json!({"a": "1"}));
 }
 
-#[test]
-fn client_side_apply_of_custom_resources_uses_json_merge_patch() {
-    let k = Kubectl::start("csa-custom");
-    install_widgets(&k);
+fn client_side_apply_of_custom_resources_uses_json_merge_patch(k: &Kubectl) {
+    install_widgets(k);
     let v1 = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\n  labels:\n    app: widgets\n    stage: beta\nspec:\n  size: 3\n  color: red\n  owner: team-a\n";
     let path = k.write("w1.yaml", v1);
     k.ok(&["apply", "-f", &path])
@@ -299,9 +377,10 @@ fn client_side_apply_of_custom_resources_uses_json_merge_patch() {
     );
     assert!(
         run.stderr.contains("PATCH")
-            && run
-                .stderr
-                .contains("/apis/example.com/v1/namespaces/default/widgets/w1"),
+            && run.stderr.contains(&format!(
+                "/apis/example.com/v1/namespaces/{}/widgets/w1",
+                k.namespace
+            )),
         "kubectl patches the custom object: {run}"
     );
     let got = k.json(&["get", "widget", "w1"]);
@@ -322,9 +401,7 @@ fn client_side_apply_of_custom_resources_uses_json_merge_patch() {
     assert_eq!(k.json(&["get", "widget", "w1"])["spec"]["size"], 5);
 }
 
-#[test]
-fn server_side_apply_creates_updates_and_reports_conflicts() {
-    let k = Kubectl::start("ssa");
+fn server_side_apply_creates_updates_and_reports_conflicts(k: &Kubectl) {
     let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\ndata:\n  a: \"1\"\n  b: \"2\"\n  c: \"3\"\n";
     let path = k.write("shared.yaml", manifest);
     k.ok(&["apply", "--server-side", "-f", &path])
@@ -399,7 +476,7 @@ fn server_side_apply_creates_updates_and_reports_conflicts() {
     assert_eq!(owned("kubectl"), json!({"f:data": {"f:b": {}}}));
 
     // Server-side apply of a custom resource: create, then update.
-    install_widgets(&k);
+    install_widgets(k);
     let w = k.write("w.yaml", &widget("ssa-w", 1, "green"));
     k.ok(&["apply", "--server-side", "-f", &w])
         .stdout_has("widget.example.com/ssa-w serverside-applied");
@@ -421,9 +498,7 @@ fn server_side_apply_creates_updates_and_reports_conflicts() {
     .stderr_has(".spec.size");
 }
 
-#[test]
-fn get_lists_with_selectors_and_prints_tables() {
-    let k = Kubectl::start("get");
+fn get_lists_with_selectors_and_prints_tables(k: &Kubectl) {
     let manifests = [
         ("alpha", "app: a\n    tier: web"),
         ("beta", "app: a\n    tier: db"),
@@ -456,7 +531,10 @@ fn get_lists_with_selectors_and_prints_tables() {
         names(&k.json(&["get", "cm", "-l", "app in (a,b),tier!=db"])),
         ["alpha", "gamma"]
     );
-    assert_eq!(names(&k.json(&["get", "cm", "-l", "!app"])), ["delta"]);
+    assert_eq!(
+        names(&k.json(&["get", "cm", "-l", "!app"])),
+        ["delta", "kube-root-ca.crt"]
+    );
     assert_eq!(
         names(&k.json(&["get", "cm", "-l", "tier"])),
         ["alpha", "beta", "gamma"]
@@ -475,7 +553,7 @@ fn get_lists_with_selectors_and_prints_tables() {
     assert!(names(&k.json(&["get", "cm", "-l", "app=nope"])).is_empty());
     let list = k.json(&["get", "cm", "-A", "-l", "app=b"]);
     assert_eq!(names(&list), ["gamma"]);
-    assert_eq!(list["items"][0]["metadata"]["namespace"], "default");
+    assert_eq!(list["items"][0]["metadata"]["namespace"], k.namespace);
     k.ok(&["get", "cm", "-l", "app=a", "-o", "name"])
         .stdout_has("configmap/alpha\nconfigmap/beta\n");
     // A malformed selector is refused (client- or server-side).
@@ -506,7 +584,7 @@ fn get_lists_with_selectors_and_prints_tables() {
         table.stdout.is_empty()
             && table
                 .stderr
-                .contains("No resources found in default namespace."),
+                .contains(&format!("No resources found in {} namespace.", k.namespace)),
         "{table}"
     );
     let table = k.ok(&["get", "namespaces"]).table();
@@ -520,9 +598,7 @@ fn get_lists_with_selectors_and_prints_tables() {
         .stderr_has(r#"Error from server (NotFound): pods "missing" not found"#);
 }
 
-#[test]
-fn get_watch_sees_concurrent_changes() {
-    let k = Kubectl::start("watch");
+fn get_watch_sees_concurrent_changes(k: &Kubectl) {
     let sentinel = k.write(
         "sentinel.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: sentinel\n  labels:\n    app: watched\n",
@@ -605,9 +681,7 @@ fn get_watch_sees_concurrent_changes() {
     }
 }
 
-#[test]
-fn patch_merge_json_and_failed_json_test_op() {
-    let k = Kubectl::start("patch");
+fn patch_merge_json_and_failed_json_test_op(k: &Kubectl) {
     let cm = k.write(
         "cm.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: p\ndata:\n  a: \"1\"\n  b: \"2\"\n",
@@ -699,10 +773,8 @@ fn patch_merge_json_and_failed_json_test_op() {
     .stderr_has(r#"configmaps "absent" not found"#);
 }
 
-#[test]
-fn patch_status_subresource_leaves_spec_and_generation() {
-    let k = Kubectl::start("status");
-    install_widgets(&k);
+fn patch_status_subresource_leaves_spec_and_generation(k: &Kubectl) {
+    install_widgets(k);
     let w = k.write("w.yaml", &widget("w1", 3, "red"));
     k.ok(&["apply", "-f", &w]);
     let before = k.json(&["get", "widget", "w1"]);
@@ -771,10 +843,8 @@ fn patch_status_subresource_leaves_spec_and_generation() {
     ]);
 }
 
-#[test]
-fn wait_returns_when_a_condition_appears_or_the_object_is_deleted() {
-    let k = Kubectl::start("wait");
-    install_widgets(&k);
+fn wait_returns_when_a_condition_appears_or_the_object_is_deleted(k: &Kubectl) {
+    install_widgets(k);
     let w = k.write("w.yaml", &widget("w1", 1, "blue"));
     k.ok(&["apply", "-f", &w]);
 
@@ -854,9 +924,7 @@ fn wait_returns_when_a_condition_appears_or_the_object_is_deleted() {
         .stdout_has("widget.example.com/w1 condition met");
 }
 
-#[test]
-fn delete_removes_objects() {
-    let k = Kubectl::start("delete");
+fn delete_removes_objects(k: &Kubectl) {
     let pod = k.write("pod.yaml", POD);
     let cm = k.write("cm.yaml", CONFIGMAP);
     k.ok(&["create", "-f", &pod]);
@@ -874,11 +942,8 @@ fn delete_removes_objects() {
         .stdout_has(r#"configmap "settings" deleted"#);
     k.fails(&["get", "configmap", "settings"])
         .stderr_has("not found");
-    assert!(
-        k.json(&["get", "configmaps"])["items"]
-            .as_array()
-            .is_some_and(Vec::is_empty)
-    );
+    // What is left is what every namespace has.
+    assert_eq!(names(&k.json(&["get", "configmaps"])), ["kube-root-ca.crt"]);
 
     // Delete by label selector removes exactly the selected objects.
     let many = (1..=3)
@@ -897,10 +962,13 @@ fn delete_removes_objects() {
             && !run.stdout.contains("cm3"),
         "{run}"
     );
-    assert_eq!(names(&k.json(&["get", "configmaps"])), ["cm3"]);
+    assert_eq!(
+        names(&k.json(&["get", "configmaps"])),
+        ["cm3", "kube-root-ca.crt"]
+    );
 
     // A custom object, too.
-    install_widgets(&k);
+    install_widgets(k);
     let w = k.write("w.yaml", &widget("gone", 1, "red"));
     k.ok(&["apply", "-f", &w]);
     k.ok(&["delete", "wg", "gone"])
@@ -909,15 +977,15 @@ fn delete_removes_objects() {
         .stderr_has(r#"Error from server (NotFound): widgets.example.com "gone" not found"#);
 }
 
-#[test]
-fn crd_shows_in_discovery_with_printer_columns_and_strict_validation() {
-    let k = Kubectl::start("crd");
+fn crd_shows_in_discovery_with_printer_columns_and_strict_validation(k: &Kubectl) {
+    // No other test's widgets.example.com meanwhile.
+    k.take_turn();
     k.fails(&["get", "wg"])
         .stderr_has(r#"the server doesn't have a resource type "wg""#);
     let before = k.ok(&["api-resources"]);
     assert!(!before.stdout.contains("example.com"), "{before}");
 
-    install_widgets(&k);
+    install_widgets(k);
     let resources = k.ok(&["api-resources"]).table();
     assert_eq!(
         resources[0],
@@ -955,8 +1023,9 @@ fn crd_shows_in_discovery_with_printer_columns_and_strict_validation() {
     k.ok(&["create", "-f", &w2])
         .stdout_has("widget.example.com/w2 created");
 
+    // A path that finds nothing leaves its cell empty.
     for resource in ["wg", "wdg", "widgets", "widget", "widgets.example.com"] {
-        let table = k.ok(&["get", resource]).table();
+        let table = k.ok(&["get", resource]).columns();
         assert_eq!(
             table[0],
             ["NAME", "SIZE", "COLOR", "PHASE", "AGE"],
@@ -964,18 +1033,15 @@ fn crd_shows_in_discovery_with_printer_columns_and_strict_validation() {
         );
         assert_eq!(
             table[1][..4],
-            ["w1", "3", "red", "<none>"],
+            ["w1", "3", "red", ""],
             "{resource}: {table:?}"
         );
-        assert_eq!(
-            table[2][..4],
-            ["w2", "12", "<none>", "<none>"],
-            "{resource}: {table:?}"
-        );
+        assert_eq!(table[2][..4], ["w2", "12", "", ""], "{resource}: {table:?}");
+        assert!(table[2][4].ends_with('s'), "{resource}: {table:?}");
     }
-    let wide = k.ok(&["get", "wg", "-o", "wide"]).table();
+    let wide = k.ok(&["get", "wg", "-o", "wide"]).columns();
     assert_eq!(wide[0], ["NAME", "SIZE", "COLOR", "PHASE", "OWNER", "AGE"]);
-    assert_eq!(wide[2][..5], ["w2", "12", "<none>", "<none>", "team-b"]);
+    assert_eq!(wide[2][..5], ["w2", "12", "", "", "team-b"]);
     let list = k.json(&["get", "wg"]);
     assert_eq!(names(&list), ["w1", "w2"]);
     assert_eq!(list["items"][0]["apiVersion"], "example.com/v1");
@@ -1035,9 +1101,7 @@ fn wait_for_output(
     }
 }
 
-#[test]
-fn get_nodes_shows_ready_nodes_with_capacity() {
-    let k = Kubectl::start("nodes");
+fn get_nodes_shows_ready_nodes_with_capacity(k: &Kubectl) {
     let table = k.ok(&["get", "nodes"]).table();
     assert_eq!(
         table[0],
@@ -1045,11 +1109,19 @@ fn get_nodes_shows_ready_nodes_with_capacity() {
         "{table:?}"
     );
     assert_eq!(table.len(), 5, "four nodes by default: {table:?}");
+    let nodes = k.json(&["get", "nodes"]);
     for (i, row) in table[1..].iter().enumerate() {
         assert_eq!(row[0], format!("home-node-{i}"), "{table:?}");
         assert_eq!(row[1..3], ["Ready", "<none>"], "{table:?}");
-        assert!(row[3].ends_with('s'), "{table:?}");
-        assert!(row[4].starts_with("v1."), "{table:?}");
+        assert!(
+            row[3].ends_with('s') || row[3].ends_with('m'),
+            "a fresh node's age: {table:?}"
+        );
+        // The kubelet's version (the simulator's, or kwok's on the real ground).
+        assert_eq!(
+            row[4], nodes["items"][i]["status"]["nodeInfo"]["kubeletVersion"],
+            "{table:?}"
+        );
     }
 
     let capacity = k
@@ -1072,18 +1144,10 @@ fn get_nodes_shows_ready_nodes_with_capacity() {
     );
     assert!(capacity[1][5].starts_with("home-zone-"), "{capacity:?}");
 
-    // `describe` puts capacity, conditions and the node's Lease together.
+    // `describe` puts capacity and conditions together.
     let described = k.ok(&["describe", "node", "home-node-0"]);
-    let lines: Vec<Vec<&str>> = described
-        .stdout
-        .lines()
-        .map(|l| l.split_whitespace().collect())
-        .collect();
-    for expected in [
-        &["Capacity:"][..],
-        &["nvidia.com/gpu:", "4"],
-        &["HolderIdentity:", "home-node-0"],
-    ] {
+    let lines = describe_lines(&described.stdout);
+    for expected in [&["Capacity:"][..], &["nvidia.com/gpu:", "4"]] {
         assert!(
             lines.iter().any(|l| l.as_slice() == expected),
             "{expected:?}: {described}"
@@ -1093,7 +1157,26 @@ fn get_nodes_shows_ready_nodes_with_capacity() {
         lines.iter().any(|l| l[..].starts_with(&["Ready", "True"])),
         "{described}"
     );
+}
 
+fn describe_lines(text: &str) -> Vec<Vec<&str>> {
+    text.lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect()
+}
+
+/// Simulator only: the real ground's kwok keeps no node Leases (README,
+/// "Known differences of the simulator").
+#[test]
+fn nodes_renew_their_leases_in_kube_node_lease() {
+    let k = Kubectl::sim("node-leases");
+    let described = k.ok(&["describe", "node", "home-node-0"]);
+    assert!(
+        describe_lines(&described.stdout)
+            .iter()
+            .any(|l| l.as_slice() == ["HolderIdentity:", "home-node-0"]),
+        "{described}"
+    );
     let leases = k.ok(&["get", "leases", "-n", "kube-node-lease", "-o", "name"]);
     for i in 0..4 {
         assert!(
@@ -1105,9 +1188,7 @@ fn get_nodes_shows_ready_nodes_with_capacity() {
     }
 }
 
-#[test]
-fn get_pods_watch_shows_the_phases_and_yaml_the_status() {
-    let k = Kubectl::start("pod-phases");
+fn get_pods_watch_shows_the_phases_and_yaml_the_status(k: &Kubectl) {
     // A pod no scheduler here serves stays Pending; once the watch lists
     // it, later changes reach the watch.
     let parked = scripted_pod(&[])
@@ -1224,21 +1305,21 @@ fn ok_with_protobuf_body(k: &Kubectl, args: &[&str]) -> kubectl_support::Run {
     run
 }
 
-#[test]
-fn create_generators_send_protobuf_bodies_that_the_simulator_decodes() {
-    let k = Kubectl::start("protobuf-create");
-
-    ok_with_protobuf_body(&k, &["create", "namespace", "team"])
-        .stdout_has("namespace/team created");
-    let ns = k.json(&["get", "namespace", "team"]);
+fn create_generators_send_protobuf_bodies_that_the_simulator_decodes(k: &Kubectl) {
+    // A namespace is cluster-wide: its name is the test's.
+    let team = format!("team-{}", k.namespace);
+    k.delete_at_end("namespace", &team);
+    ok_with_protobuf_body(k, &["create", "namespace", &team])
+        .stdout_has(&format!("namespace/{team} created"));
+    let ns = k.json(&["get", "namespace", &team]);
     assert_eq!(ns["status"]["phase"], "Active");
     assert_eq!(
         ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
-        "team"
+        team.as_str()
     );
 
     ok_with_protobuf_body(
-        &k,
+        k,
         &[
             "create",
             "configmap",
@@ -1246,17 +1327,17 @@ fn create_generators_send_protobuf_bodies_that_the_simulator_decodes() {
             "--from-literal=color=blue",
             "--from-literal=empty=",
             "-n",
-            "team",
+            &team,
         ],
     )
     .stdout_has("configmap/settings created");
-    let cm = k.json(&["get", "configmap", "settings", "-n", "team"]);
+    let cm = k.json(&["get", "configmap", "settings", "-n", &team]);
     assert_eq!(cm["data"], json!({"color": "blue", "empty": ""}));
-    assert_eq!(cm["metadata"]["namespace"], "team");
+    assert_eq!(cm["metadata"]["namespace"], team.as_str());
     assert!(cm.get("binaryData").is_none(), "{cm}");
 
     ok_with_protobuf_body(
-        &k,
+        k,
         &[
             "create",
             "secret",
@@ -1265,11 +1346,11 @@ fn create_generators_send_protobuf_bodies_that_the_simulator_decodes() {
             "--from-literal=user=admin",
             "--from-literal=password=s3cr=t",
             "-n",
-            "team",
+            &team,
         ],
     )
     .stdout_has("secret/token created");
-    let secret = k.json(&["get", "secret", "token", "-n", "team"]);
+    let secret = k.json(&["get", "secret", "token", "-n", &team]);
     // "admin", "s3cr=t" in base64; the type defaults to Opaque.
     assert_eq!(
         secret["data"],
@@ -1282,7 +1363,7 @@ fn create_generators_send_protobuf_bodies_that_the_simulator_decodes() {
             "secret",
             "token",
             "-n",
-            "team",
+            &team,
             "-o",
             "jsonpath={.data.password}",
         ])
@@ -1290,7 +1371,7 @@ fn create_generators_send_protobuf_bodies_that_the_simulator_decodes() {
     assert_eq!(decoded, "czNjcj10");
 
     ok_with_protobuf_body(
-        &k,
+        k,
         &[
             "create",
             "deployment",
@@ -1299,11 +1380,11 @@ fn create_generators_send_protobuf_bodies_that_the_simulator_decodes() {
             "--replicas=2",
             "--port=80",
             "-n",
-            "team",
+            &team,
         ],
     )
     .stdout_has("deployment.apps/web created");
-    let deploy = k.json(&["get", "deployment", "web", "-n", "team"]);
+    let deploy = k.json(&["get", "deployment", "web", "-n", &team]);
     assert_eq!(deploy["spec"]["replicas"], 2);
     assert_eq!(
         deploy["spec"]["selector"],
@@ -1313,7 +1394,10 @@ fn create_generators_send_protobuf_bodies_that_the_simulator_decodes() {
     let container = &deploy["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["name"], "nginx");
     assert_eq!(container["image"], "nginx:1.25");
-    assert_eq!(container["ports"], json!([{"containerPort": 80}]));
+    assert_eq!(
+        container["ports"],
+        json!([{"containerPort": 80, "protocol": "TCP"}])
+    );
     // Fields kubectl never set are absent, not empty strings or zeros.
     let meta = deploy["metadata"].as_object().expect("metadata");
     assert!(
@@ -1324,16 +1408,13 @@ fn create_generators_send_protobuf_bodies_that_the_simulator_decodes() {
     assert!(deploy["metadata"]["creationTimestamp"].is_string());
 
     // Writes of the same generators get the usual errors.
-    k.fails(&["create", "namespace", "team"])
-        .stderr_has(r#"namespaces "team" already exists"#);
-    k.fails(&["create", "configmap", "settings", "-n", "team"])
+    k.fails(&["create", "namespace", &team])
+        .stderr_has(&format!(r#"namespaces "{team}" already exists"#));
+    k.fails(&["create", "configmap", "settings", "-n", &team])
         .stderr_has(r#"configmaps "settings" already exists"#);
 }
 
-#[test]
-fn typed_client_writes_of_pods_services_serviceaccounts_and_rbac_decode() {
-    let k = Kubectl::start("protobuf-more");
-
+fn typed_client_writes_of_pods_services_serviceaccounts_and_rbac_decode(k: &Kubectl) {
     // `kubectl run` sends JSON; `kubectl debug --copy-to` sends the copy
     // (the whole stored spec, defaults included) in protobuf.
     let pod = k.write(
@@ -1372,7 +1453,7 @@ spec:
     k.ok(&["create", "-f", &pod]);
     let original = k.json(&["get", "pod", "box"]);
     ok_with_protobuf_body(
-        &k,
+        k,
         &[
             "debug",
             "box",
@@ -1411,7 +1492,7 @@ spec:
     );
 
     ok_with_protobuf_body(
-        &k,
+        k,
         &["create", "service", "clusterip", "api", "--tcp=80:8080"],
     )
     .stdout_has("service/api created");
@@ -1423,13 +1504,13 @@ spec:
     assert_eq!(svc["spec"]["type"], "ClusterIP");
     assert_eq!(svc["spec"]["selector"], json!({"app": "api"}));
 
-    ok_with_protobuf_body(&k, &["create", "serviceaccount", "robot"])
+    ok_with_protobuf_body(k, &["create", "serviceaccount", "robot"])
         .stdout_has("serviceaccount/robot created");
     let sa = k.json(&["get", "serviceaccount", "robot"]);
     assert_eq!(sa["metadata"]["name"], "robot");
 
     ok_with_protobuf_body(
-        &k,
+        k,
         &[
             "create",
             "role",
@@ -1448,13 +1529,13 @@ spec:
         ])
     );
     ok_with_protobuf_body(
-        &k,
+        k,
         &[
             "create",
             "rolebinding",
             "robot-reads",
             "--role=reader",
-            "--serviceaccount=default:robot",
+            &format!("--serviceaccount={}:robot", k.namespace),
         ],
     );
     let binding = k.json(&["get", "rolebinding", "robot-reads"]);
@@ -1464,39 +1545,42 @@ spec:
     );
     assert_eq!(
         binding["subjects"],
-        json!([{"kind": "ServiceAccount", "name": "robot", "namespace": "default"}])
+        json!([{"kind": "ServiceAccount", "name": "robot", "namespace": k.namespace}])
     );
+    // Cluster-wide objects: their names are the test's.
+    let reader = format!("node-reader-{}", k.namespace);
+    let binding_name = format!("alice-nodes-{}", k.namespace);
+    k.delete_at_end("clusterrole", &reader);
+    k.delete_at_end("clusterrolebinding", &binding_name);
     ok_with_protobuf_body(
-        &k,
+        k,
         &[
             "create",
             "clusterrole",
-            "node-reader",
+            &reader,
             "--verb=get",
             "--resource=nodes",
         ],
     );
     ok_with_protobuf_body(
-        &k,
+        k,
         &[
             "create",
             "clusterrolebinding",
-            "alice-nodes",
-            "--clusterrole=node-reader",
+            &binding_name,
+            &format!("--clusterrole={reader}"),
             "--user=alice",
         ],
     );
-    let binding = k.json(&["get", "clusterrolebinding", "alice-nodes"]);
+    let binding = k.json(&["get", "clusterrolebinding", &binding_name]);
     assert_eq!(
         binding["subjects"],
         json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}])
     );
 }
 
-#[test]
-fn scale_writes_replicas_through_the_scale_subresource() {
-    let k = Kubectl::start("scale");
-    ok_with_protobuf_body(&k, &["create", "deployment", "web", "--image=nginx"]);
+fn scale_writes_replicas_through_the_scale_subresource(k: &Kubectl) {
+    ok_with_protobuf_body(k, &["create", "deployment", "web", "--image=nginx"]);
     let before = k.json(&["get", "deployment", "web"]);
     assert_eq!(before["spec"]["replicas"], 1);
 
@@ -1513,10 +1597,29 @@ fn scale_writes_replicas_through_the_scale_subresource() {
     assert_eq!(scale["apiVersion"], "autoscaling/v1");
     assert_eq!(scale["spec"]["replicas"], 3);
     assert_eq!(scale["status"]["selector"], "app=web");
-    assert_eq!(
-        scale["metadata"]["resourceVersion"],
-        got["metadata"]["resourceVersion"]
-    );
+    // The Scale carries the Deployment's resourceVersion. A real cluster's
+    // deployment controller writes the status meanwhile, so the two are
+    // read back to back until no write came between them.
+    let deployment = format!("/apis/apps/v1/namespaces/{}/deployments/web", k.namespace);
+    let get = |path: &str| {
+        let (code, object) = k.raw_request("GET", path, "application/json", b"");
+        assert_eq!(code, 200, "GET {path}: {object}");
+        object["metadata"]["resourceVersion"].clone()
+    };
+    let mut attempts = 0;
+    loop {
+        let (first, scale, last) = (
+            get(&deployment),
+            get(&format!("{deployment}/scale")),
+            get(&deployment),
+        );
+        if first == last {
+            assert_eq!(scale, first, "the Scale's resourceVersion");
+            break;
+        }
+        attempts += 1;
+        assert!(attempts < 50, "the Deployment never stood still");
+    }
 
     // With --current-replicas it reads the Scale and PUTs it back.
     k.ok(&[
@@ -1551,12 +1654,15 @@ fn scale_writes_replicas_through_the_scale_subresource() {
     let put = |rv: &str| {
         let body = json!({
             "apiVersion": "autoscaling/v1", "kind": "Scale",
-            "metadata": {"name": "web", "namespace": "default", "resourceVersion": rv},
+            "metadata": {"name": "web", "namespace": k.namespace, "resourceVersion": rv},
             "spec": {"replicas": 7},
         });
         k.raw_request(
             "PUT",
-            "/apis/apps/v1/namespaces/default/deployments/web/scale",
+            &format!(
+                "/apis/apps/v1/namespaces/{}/deployments/web/scale",
+                k.namespace
+            ),
             "application/json",
             body.to_string().as_bytes(),
         )
@@ -1570,9 +1676,19 @@ fn scale_writes_replicas_through_the_scale_subresource() {
         "{status}"
     );
     assert_eq!(k.json(&["get", "deployment", "web"])["spec"]["replicas"], 5);
-    let current = k.json(&["get", "deployment", "web"])["metadata"]["resourceVersion"].clone();
-    let (code, scale) = put(current.as_str().expect("resourceVersion"));
-    assert_eq!(code, 200, "{scale}");
+    // With the current resourceVersion the write succeeds; a conflict can
+    // only come from another writer (a deployment controller) in between.
+    let mut attempts = 0;
+    let scale = loop {
+        let current = get(&deployment);
+        let (code, scale) = put(current.as_str().expect("resourceVersion"));
+        if code == 409 && get(&deployment) != current && attempts < 50 {
+            attempts += 1;
+            continue;
+        }
+        assert_eq!(code, 200, "{scale}");
+        break scale;
+    };
     assert_eq!(scale["spec"]["replicas"], 7);
     assert_eq!(k.json(&["get", "deployment", "web"])["spec"]["replicas"], 7);
 
@@ -1585,30 +1701,20 @@ fn scale_writes_replicas_through_the_scale_subresource() {
     k.fails(&["scale", "configmap", "plain", "--replicas=2"]);
 }
 
-/// A protobuf envelope (`k8s\0` + runtime.Unknown) around `raw`.
-fn protobuf_envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
-    fn field(tag: u8, bytes: &[u8]) -> Vec<u8> {
-        assert!(bytes.len() < 128, "one-byte lengths only");
-        let mut out = vec![tag << 3 | 2, bytes.len() as u8];
-        out.extend_from_slice(bytes);
-        out
-    }
-    let type_meta = [field(1, api_version.as_bytes()), field(2, kind.as_bytes())].concat();
-    [b"k8s\0".to_vec(), field(1, &type_meta), field(2, raw)].concat()
-}
-
+/// Simulator only: custom resources have no protobuf form, and the
+/// simulator answers 415 as kube-apiserver did up to v1.3x; v1.37.2 panics
+/// decoding such a body and drops the request, which is no answer to copy
+/// (README, "Known differences of the simulator").
 #[test]
-fn protobuf_bodies_the_simulator_cannot_decode_get_a_status() {
-    let k = Kubectl::start("protobuf-errors");
+fn protobuf_bodies_of_custom_resources_get_415() {
+    let k = Kubectl::sim("protobuf-custom");
     install_widgets(&k);
     // ObjectMeta{name: "w1"}: field 1 of field 1.
     let meta = [0x0a, 0x04, 0x0a, 0x02, b'w', b'1'];
-
-    // Custom resources have no protobuf form (upstream answers 415 too).
     let body = protobuf_envelope("example.com/v1", "Widget", &meta);
     let (code, status) = k.raw_request(
         "POST",
-        "/apis/example.com/v1/namespaces/default/widgets",
+        &format!("/apis/example.com/v1/namespaces/{}/widgets", k.namespace),
         PROTOBUF,
         &body,
     );
@@ -1623,11 +1729,29 @@ fn protobuf_bodies_the_simulator_cannot_decode_get_a_status() {
         "{status}"
     );
     k.fails(&["get", "widget", "w1"]).stderr_has("NotFound");
+}
+
+/// A protobuf envelope (`k8s\0` + runtime.Unknown) around `raw`.
+fn protobuf_envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+    fn field(tag: u8, bytes: &[u8]) -> Vec<u8> {
+        assert!(bytes.len() < 128, "one-byte lengths only");
+        let mut out = vec![tag << 3 | 2, bytes.len() as u8];
+        out.extend_from_slice(bytes);
+        out
+    }
+    let type_meta = [field(1, api_version.as_bytes()), field(2, kind.as_bytes())].concat();
+    [b"k8s\0".to_vec(), field(1, &type_meta), field(2, raw)].concat()
+}
+
+fn protobuf_bodies_the_simulator_cannot_decode_get_a_status(k: &Kubectl) {
+    // ObjectMeta{name: "w1"}: field 1 of field 1.
+    let meta = [0x0a, 0x04, 0x0a, 0x02, b'w', b'1'];
+    let configmaps = format!("/api/v1/namespaces/{}/configmaps", k.namespace);
 
     // A body that is no protobuf envelope, and a truncated one.
     let (code, status) = k.raw_request(
         "POST",
-        "/api/v1/namespaces/default/configmaps",
+        &configmaps,
         PROTOBUF,
         br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}"#,
     );
@@ -1638,30 +1762,20 @@ fn protobuf_bodies_the_simulator_cannot_decode_get_a_status() {
     );
     let mut body = protobuf_envelope("v1", "ConfigMap", &meta);
     body.truncate(body.len() - 2);
-    let (code, status) = k.raw_request(
-        "POST",
-        "/api/v1/namespaces/default/configmaps",
-        PROTOBUF,
-        &body,
-    );
+    let (code, status) = k.raw_request("POST", &configmaps, PROTOBUF, &body);
     assert_eq!(code, 400, "{status}");
 
     // A decodable body of one kind sent to another kind's path.
     let body = protobuf_envelope("v1", "ConfigMap", &meta);
     let (code, status) = k.raw_request(
         "POST",
-        "/api/v1/namespaces/default/secrets",
+        &format!("/api/v1/namespaces/{}/secrets", k.namespace),
         PROTOBUF,
         &body,
     );
     assert_eq!(code, 400, "{status}");
     // …and to its own path it is created.
-    let (code, status) = k.raw_request(
-        "POST",
-        "/api/v1/namespaces/default/configmaps",
-        PROTOBUF,
-        &body,
-    );
+    let (code, status) = k.raw_request("POST", &configmaps, PROTOBUF, &body);
     assert_eq!(code, 201, "{status}");
     assert_eq!(status["metadata"]["name"], "w1");
     k.ok(&["get", "configmap", "w1"]);
@@ -1673,7 +1787,7 @@ fn protobuf_bodies_the_simulator_cannot_decode_get_a_status() {
     let options = protobuf_envelope("v1", "DeleteOptions", &[0x08, 0x00]);
     let (code, status) = k.raw_request(
         "DELETE",
-        "/api/v1/namespaces/default/configmaps/w1",
+        &format!("/api/v1/namespaces/{}/configmaps/w1", k.namespace),
         PROTOBUF,
         &options,
     );

@@ -1,8 +1,10 @@
-//! Helpers for tests that run the real `kubectl` against a simulated cluster:
-//! one in-process cluster per test, a private temp dir holding its
-//! kubeconfig, kubectl's cache dir and the manifests, synchronous kubectl
-//! runs with a deadline, and background kubectl processes (`get -w`, `wait`)
-//! whose output is inspected while they run.
+//! Helpers for tests that run the real `kubectl` against a simulated cluster
+//! (one in-process cluster per test) or a real one (`hack/real-clusters`,
+//! shared by the tests of a binary, each in a namespace of its own): a
+//! private temp dir holding the kubeconfig, kubectl's cache dir and the
+//! manifests, synchronous kubectl runs with a deadline, and background
+//! kubectl processes (`get -w`, `wait`) whose output is inspected while they
+//! run.
 //!
 //! Include with `#[path = "common/kubectl.rs"] mod kubectl_support;`.
 #![allow(dead_code)]
@@ -10,11 +12,14 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::{Value, json};
 use tfjob_federator::sim::{self, ClusterHandle, SimOptions};
 
 /// The longest a single foreground kubectl run may take.
@@ -43,39 +48,122 @@ pub fn kubectl_binary() -> &'static Path {
     })
 }
 
-/// One simulated cluster with a private directory for kubectl.
+/// Where a kubectl test runs: a simulated cluster of its own, or the real
+/// cluster (`hack/real-clusters`) its test binary shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ground {
+    Sim,
+    Real,
+}
+
+/// One test's cluster with a private directory for kubectl: its kubeconfig
+/// (with the test's namespace, when it has one, as the default), kubectl's
+/// cache dir and the manifests.
 pub struct Kubectl {
+    pub ground: Ground,
+    /// The namespace kubectl uses when a command names none.
+    pub namespace: String,
     runtime: Option<tokio::runtime::Runtime>,
     handle: Option<ClusterHandle>,
+    /// An admin client, for requests kubectl never sends.
+    client: kube::Client,
+    /// A namespace of the test's own, deleted at the end on a shared cluster.
+    own_namespace: bool,
     pub dir: PathBuf,
     kubeconfig: PathBuf,
     cache: PathBuf,
+    /// The turn of this test at cluster-wide names, while it holds it.
+    turn: Mutex<Option<MutexGuard<'static, ()>>>,
+    /// `kubectl delete` arguments run when the test ends on a shared cluster.
+    at_end: Mutex<Vec<Vec<String>>>,
 }
 
+/// Tests sharing a real cluster take turns at the cluster-wide names they
+/// all use (the `widgets.example.com` CRD: kubectl resolves `widget` and
+/// `wg` by name, whatever the group).
+static CLUSTER_WIDE_TURN: Mutex<()> = Mutex::new(());
+
 impl Kubectl {
-    /// Starts a cluster on its own runtime and writes its kubeconfig into a
-    /// fresh temp dir. `test` names the dir, to find it after a failure.
+    /// Starts a simulated cluster on its own runtime and writes its
+    /// kubeconfig into a fresh temp dir. `test` names the dir, to find it
+    /// after a failure. kubectl works in `default`.
     pub fn start(test: &str) -> Kubectl {
-        let binary = kubectl_binary();
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("build tokio runtime");
+        let runtime = runtime();
         let handle = runtime
             .block_on(sim::start_cluster("home", &SimOptions::default()))
             .expect("start simulated cluster");
+        let kubeconfig = handle.kubeconfig();
+        Kubectl::with(Ground::Sim, runtime, Some(handle), &kubeconfig, test, None)
+    }
+
+    /// A simulated cluster of the test's own, kubectl working in a fresh
+    /// namespace of the test (as on the real ground).
+    pub fn sim(test: &str) -> Kubectl {
+        let runtime = runtime();
+        let handle = runtime
+            .block_on(sim::start_cluster("home", &SimOptions::default()))
+            .expect("start simulated cluster");
+        let kubeconfig = handle.kubeconfig();
+        let namespace = runtime.block_on(test_namespace(&kubeconfig, test));
+        Kubectl::with(
+            Ground::Sim,
+            runtime,
+            Some(handle),
+            &kubeconfig,
+            test,
+            Some(namespace),
+        )
+    }
+
+    /// The shared real cluster that `kubeconfig` (a file of
+    /// `hack/real-clusters`) reaches, kubectl working in a fresh namespace
+    /// of the test.
+    pub fn real(kubeconfig: &Path, test: &str) -> Kubectl {
+        let runtime = runtime();
+        let kubeconfig = std::fs::read_to_string(kubeconfig)
+            .unwrap_or_else(|e| panic!("read {}: {e}", kubeconfig.display()));
+        let namespace = runtime.block_on(test_namespace(&kubeconfig, test));
+        Kubectl::with(
+            Ground::Real,
+            runtime,
+            None,
+            &kubeconfig,
+            test,
+            Some(namespace),
+        )
+    }
+
+    fn with(
+        ground: Ground,
+        runtime: tokio::runtime::Runtime,
+        handle: Option<ClusterHandle>,
+        kubeconfig_yaml: &str,
+        test: &str,
+        namespace: Option<String>,
+    ) -> Kubectl {
+        let binary = kubectl_binary();
         let dir = std::env::temp_dir().join(format!("kubectl-{test}-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("create temp dir");
+        let kubeconfig_yaml = match &namespace {
+            Some(namespace) => with_namespace(kubeconfig_yaml, namespace),
+            None => kubeconfig_yaml.to_string(),
+        };
         let kubeconfig = dir.join("kubeconfig");
-        std::fs::write(&kubeconfig, handle.kubeconfig()).expect("write kubeconfig");
+        std::fs::write(&kubeconfig, &kubeconfig_yaml).expect("write kubeconfig");
+        let client = runtime.block_on(client_for(&kubeconfig_yaml));
         let cache = dir.join("cache");
         let this = Kubectl {
+            ground,
+            namespace: namespace.clone().unwrap_or_else(|| "default".into()),
             runtime: Some(runtime),
-            handle: Some(handle),
+            handle,
+            client,
+            own_namespace: namespace.is_some(),
             dir,
             kubeconfig,
             cache,
+            turn: Mutex::new(None),
+            at_end: Mutex::new(Vec::new()),
         };
         // Fail early and clearly if the binary does not run at all.
         let version = this.run(&["version", "--client"]);
@@ -87,15 +175,9 @@ impl Kubectl {
         this
     }
 
-    pub fn url(&self) -> String {
-        self.handle
-            .as_ref()
-            .map(ClusterHandle::url)
-            .unwrap_or_default()
-    }
-
-    /// Sends one HTTP/1.1 request to the cluster without kubectl (for bodies
-    /// kubectl never sends); returns the status code and the JSON body.
+    /// Sends one request to the cluster without kubectl (for bodies kubectl
+    /// never sends), as the admin of the kubeconfig; returns the status code
+    /// and the JSON body.
     pub fn raw_request(
         &self,
         method: &str,
@@ -103,37 +185,55 @@ impl Kubectl {
         content_type: &str,
         body: &[u8],
     ) -> (u16, Value) {
-        let url = self.url();
-        let authority = url
-            .strip_prefix("http://")
-            .unwrap_or(&url)
-            .trim_end_matches('/');
-        let mut stream = std::net::TcpStream::connect(authority)
-            .unwrap_or_else(|e| panic!("connect to {authority}: {e}"));
-        stream
-            .set_read_timeout(Some(RUN_TIMEOUT))
-            .expect("set read timeout");
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: {content_type}\r\n\
-             Accept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
-        );
-        stream.write_all(head.as_bytes()).expect("write request");
-        stream.write_all(body).expect("write body");
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).expect("read response");
-        let text = String::from_utf8_lossy(&response);
-        let (head, body) = text
-            .split_once("\r\n\r\n")
-            .unwrap_or_else(|| panic!("no HTTP head in {text:?}"));
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|code| code.parse().ok())
-            .unwrap_or_else(|| panic!("no status in {head:?}"));
-        let json = serde_json::from_str(body)
-            .unwrap_or_else(|e| panic!("{method} {path}: body is not JSON ({e}): {text}"));
+        let request = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(http::header::CONTENT_TYPE, content_type)
+            .header(http::header::ACCEPT, "application/json")
+            .body(kube::client::Body::from(body.to_vec()))
+            .expect("request");
+        let runtime = self.runtime.as_ref().expect("runtime");
+        let (status, bytes) = runtime.block_on(async {
+            let response = tokio::time::timeout(RUN_TIMEOUT, self.client.send(request))
+                .await
+                .unwrap_or_else(|_| panic!("{method} {path}: no answer within {RUN_TIMEOUT:?}"))
+                .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+            let status = response.status().as_u16();
+            let bytes = http_body_util::BodyExt::collect(response.into_body())
+                .await
+                .unwrap_or_else(|e| panic!("{method} {path}: reading the body: {e}"))
+                .to_bytes();
+            (status, bytes)
+        });
+        let json = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            panic!(
+                "{method} {path}: body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&bytes)
+            )
+        });
         (status, json)
+    }
+
+    /// On a shared real cluster: waits until no other test of this binary
+    /// uses the cluster-wide names that tests share, and keeps them for this
+    /// test until it ends (a no-op on the simulator, and when already held).
+    pub fn take_turn(&self) {
+        if self.ground != Ground::Real {
+            return;
+        }
+        let mut turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
+        if turn.is_none() {
+            *turn = Some(CLUSTER_WIDE_TURN.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+    }
+
+    /// Deletes `kind name` when the test ends, passed or not, on a shared
+    /// cluster (a simulated one goes as a whole).
+    pub fn delete_at_end(&self, kind: &str, name: &str) {
+        self.at_end
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(vec![kind.to_string(), name.to_string()]);
     }
 
     /// Writes a file (a manifest) into the temp dir and returns its path.
@@ -245,8 +345,32 @@ impl Kubectl {
 
 impl Drop for Kubectl {
     fn drop(&mut self) {
-        if let (Some(runtime), Some(handle)) = (self.runtime.take(), self.handle.take()) {
-            runtime.block_on(handle.stop());
+        if self.handle.is_none() {
+            let at_end =
+                std::mem::take(&mut *self.at_end.lock().unwrap_or_else(|e| e.into_inner()));
+            for target in at_end.iter().rev() {
+                let mut args = vec!["delete", "--ignore-not-found", "--timeout=20s"];
+                args.extend(target.iter().map(String::as_str));
+                let run = self.run(&args);
+                if !run.status.success() {
+                    eprintln!("cleaning up: {run}");
+                }
+            }
+        }
+        // The cluster-wide names are free again.
+        drop(self.turn.lock().unwrap_or_else(|e| e.into_inner()).take());
+        if let Some(runtime) = self.runtime.take() {
+            match self.handle.take() {
+                Some(handle) => runtime.block_on(handle.stop()),
+                // On a shared cluster the namespace goes, with what the
+                // test left in it.
+                None if self.own_namespace => {
+                    let namespaces: Api<Namespace> = Api::all(self.client.clone());
+                    let _ = runtime
+                        .block_on(namespaces.delete(&self.namespace, &DeleteParams::background()));
+                }
+                None => {}
+            }
             runtime.shutdown_timeout(Duration::from_secs(1));
         }
         if std::thread::panicking() {
@@ -323,6 +447,39 @@ impl Run {
             .lines()
             .filter(|l| !l.trim().is_empty())
             .map(|l| l.split_whitespace().map(str::to_string).collect())
+            .collect()
+    }
+
+    /// A printed table cut at the columns of its header line, so that an
+    /// empty cell stays an empty string in its column.
+    pub fn columns(&self) -> Vec<Vec<String>> {
+        let mut lines = self.stdout.lines().filter(|l| !l.trim().is_empty());
+        let Some(header) = lines.next() else {
+            return Vec::new();
+        };
+        let mut starts = Vec::new();
+        let mut previous = ' ';
+        for (i, c) in header.char_indices() {
+            if c != ' ' && previous == ' ' {
+                starts.push(i);
+            }
+            previous = c;
+        }
+        std::iter::once(header)
+            .chain(lines)
+            .map(|line| {
+                starts
+                    .iter()
+                    .enumerate()
+                    .map(|(n, &start)| {
+                        let end = starts.get(n + 1).copied().unwrap_or(line.len());
+                        line.get(start.min(line.len())..end.min(line.len()))
+                            .unwrap_or_default()
+                            .trim()
+                            .to_string()
+                    })
+                    .collect()
+            })
             .collect()
     }
 }
@@ -483,4 +640,72 @@ impl Drop for Background {
         }
         let _ = self.child.wait();
     }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("build tokio runtime")
+}
+
+async fn client_for(kubeconfig_yaml: &str) -> kube::Client {
+    let kubeconfig = Kubeconfig::from_yaml(kubeconfig_yaml).expect("parse kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("config from kubeconfig");
+    kube::Client::try_from(config).expect("client from config")
+}
+
+/// `kubeconfig` (YAML) with `namespace` as every context's namespace.
+fn with_namespace(kubeconfig: &str, namespace: &str) -> String {
+    let mut config: Value = serde_yaml::from_str(kubeconfig).expect("kubeconfig YAML");
+    for context in config["contexts"]
+        .as_array_mut()
+        .expect("contexts in the kubeconfig")
+    {
+        context["context"]["namespace"] = json!(namespace);
+    }
+    serde_yaml::to_string(&config).expect("kubeconfig YAML")
+}
+
+/// A fresh namespace named after `test` (unique among the tests sharing a
+/// cluster), once its `default` ServiceAccount exists: pods are refused
+/// before the serviceaccount controller made it.
+async fn test_namespace(kubeconfig_yaml: &str, test: &str) -> String {
+    let client = client_for(kubeconfig_yaml).await;
+    let mut base: String = test
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(50)
+        .collect();
+    while base.ends_with('-') {
+        base.pop();
+    }
+    let name = format!("{base}-{:06x}", fastrand::u32(..0x100_0000));
+    let namespace: Namespace = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
+    }))
+    .expect("a Namespace");
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+    let accounts: Api<ServiceAccount> = Api::namespaced(client, &name);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while accounts.get_opt("default").await.ok().flatten().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "no default ServiceAccount in namespace {name} after 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    name
 }
