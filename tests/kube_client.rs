@@ -111,6 +111,7 @@ on_both_grounds!(
     no_op_writes_keep_resource_version,
     no_new_finalizers_once_deleting,
     unschedulable_pods_stay_pending_with_the_scheduler_message,
+    pods_are_admitted_with_their_service_account_and_default_tolerations,
 );
 
 on_both_grounds_privately!(
@@ -1663,5 +1664,101 @@ async fn unschedulable_pods_stay_pending_with_the_scheduler_message(cluster: Tes
             "no kubelet touched {name}: {status:?}"
         );
     }
+    cluster.stop().await;
+}
+
+// Admission -------------------------------------------------------------------
+
+/// What the default admission plugins add to a pod: its ServiceAccount
+/// (which must exist) and the projected API credentials unless automounting
+/// is off, `PreemptLowerPriority`, and tolerating not-ready and unreachable
+/// nodes for 300 s.
+async fn pods_are_admitted_with_their_service_account_and_default_tolerations(
+    cluster: TestCluster,
+) {
+    let pods: Api<Pod> = cluster.api();
+    let pp = PostParams::default();
+    let pod = |name: &str, spec: Value| -> Pod {
+        let mut full = json!({
+            "schedulerName": "manual",
+            "containers": [{"name": "main", "image": "busybox:1.36"}],
+        });
+        for (k, v) in spec.as_object().into_iter().flatten() {
+            full[k] = v.clone();
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": full,
+        }))
+        .expect("Pod")
+    };
+
+    let admitted = pods.create(&pp, &pod("plain", json!({}))).await.unwrap();
+    let spec = serde_json::to_value(admitted.spec.expect("spec")).unwrap();
+    assert_eq!(spec["serviceAccountName"], "default", "{spec}");
+    assert_eq!(spec["serviceAccount"], "default", "{spec}");
+    assert_eq!(spec["preemptionPolicy"], "PreemptLowerPriority", "{spec}");
+    assert_eq!(spec["priority"], 0, "{spec}");
+    assert_eq!(
+        spec["tolerations"],
+        json!([
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+        ])
+    );
+    let volume = spec["volumes"][0]["name"].as_str().unwrap_or_default();
+    assert!(volume.starts_with("kube-api-access-"), "{spec}");
+    assert_eq!(
+        spec["volumes"][0]["projected"],
+        json!({"defaultMode": 420, "sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+        ]})
+    );
+    assert_eq!(
+        spec["containers"][0]["volumeMounts"],
+        json!([{"name": volume, "readOnly": true, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}])
+    );
+
+    // Tolerations of its own are kept; automounting off adds no volume.
+    let quiet = pods
+        .create(
+            &pp,
+            &pod(
+                "quiet",
+                json!({"automountServiceAccountToken": false,
+                    "tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists"}]}),
+            ),
+        )
+        .await
+        .unwrap();
+    let spec = serde_json::to_value(quiet.spec.expect("spec")).unwrap();
+    assert!(spec.get("volumes").is_none(), "{spec}");
+    assert!(
+        spec["containers"][0].get("volumeMounts").is_none(),
+        "{spec}"
+    );
+    assert_eq!(
+        spec["tolerations"],
+        json!([
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists"},
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+        ])
+    );
+
+    // A ServiceAccount that does not exist: refused.
+    let status = api_error(
+        pods.create(&pp, &pod("orphan", json!({"serviceAccountName": "nobody"})))
+            .await,
+    );
+    assert_eq!(status.code, 403, "{status:?}");
+    assert_eq!(
+        status.message,
+        format!(
+            "pods \"orphan\" is forbidden: error looking up service account {}/nobody: serviceaccount \"nobody\" not found",
+            cluster.namespace
+        )
+    );
+    assert!(pods.get_opt("orphan").await.unwrap().is_none());
     cluster.stop().await;
 }

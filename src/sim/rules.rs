@@ -136,6 +136,122 @@ fn default_pod(pod: &mut Value) {
     pod["status"] = json!({"phase": "Pending", "qosClass": qos});
 }
 
+/// The ServiceAccount a pod runs as: `spec.serviceAccountName`, else `default`.
+pub fn service_account_name(pod: &Value) -> String {
+    pod.pointer("/spec/serviceAccountName")
+        .and_then(Value::as_str)
+        .filter(|name| !name.is_empty())
+        .unwrap_or("default")
+        .to_string()
+}
+
+/// Where the ServiceAccount admission plugin mounts the API credentials.
+const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// What kube-apiserver's default admission plugins add to a new pod, given
+/// its ServiceAccount: the account's name (ServiceAccount), the projected
+/// `kube-api-access-*` volume and its mount in every container unless
+/// automounting is off (ServiceAccount), `PreemptLowerPriority` (Priority),
+/// and tolerating not-ready and unreachable nodes for 300 s
+/// (DefaultTolerationSeconds).
+pub fn admit_pod(pod: &mut Value, account: &Value) {
+    let name = service_account_name(pod);
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    spec.insert("serviceAccountName".into(), json!(name));
+    spec.insert("serviceAccount".into(), json!(name));
+    spec.entry("preemptionPolicy")
+        .or_insert_with(|| json!("PreemptLowerPriority"));
+    if let Some(tolerations) = spec
+        .entry("tolerations")
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+    {
+        for key in [
+            "node.kubernetes.io/not-ready",
+            "node.kubernetes.io/unreachable",
+        ] {
+            if !tolerations.iter().any(|t| tolerates(t, key, "NoExecute")) {
+                tolerations.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
+            }
+        }
+    }
+    let automount = spec
+        .get("automountServiceAccountToken")
+        .or_else(|| account.get("automountServiceAccountToken"))
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    if automount {
+        mount_api_access(spec);
+    }
+}
+
+/// Whether toleration `t` tolerates a taint `key` (without value) of `effect`.
+fn tolerates(t: &Value, key: &str, effect: &str) -> bool {
+    let field = |name: &str| t.get(name).and_then(Value::as_str).unwrap_or_default();
+    let effect_matches = field("effect").is_empty() || field("effect") == effect;
+    let key_matches = match field("operator") {
+        "Exists" => field("key").is_empty() || field("key") == key,
+        _ => field("key") == key && field("value").is_empty(),
+    };
+    effect_matches && key_matches
+}
+
+fn mount_api_access(spec: &mut Map<String, Value>) {
+    let existing = spec
+        .get("volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.get("name").and_then(Value::as_str))
+        .find(|name| name.starts_with("kube-api-access-"))
+        .map(str::to_string);
+    let volume = existing.clone().unwrap_or_else(|| {
+        // The alphabet of upstream's random suffixes.
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        let suffix: String = (0..5)
+            .map(|_| char::from(ALPHABET[fastrand::usize(..ALPHABET.len())]))
+            .collect();
+        format!("kube-api-access-{suffix}")
+    });
+    let mut mounted = false;
+    for list in ["initContainers", "containers"] {
+        for container in spec
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            let Some(container) = container.as_object_mut() else {
+                continue;
+            };
+            let mounts = container.entry("volumeMounts").or_insert_with(|| json!([]));
+            let Some(mounts) = mounts.as_array_mut() else {
+                continue;
+            };
+            if mounts
+                .iter()
+                .any(|m| m.get("mountPath") == Some(&json!(TOKEN_MOUNT_PATH)))
+            {
+                continue;
+            }
+            mounts.push(json!({"name": volume, "readOnly": true, "mountPath": TOKEN_MOUNT_PATH}));
+            mounted = true;
+        }
+    }
+    if mounted && existing.is_none() {
+        let volumes = spec.entry("volumes").or_insert_with(|| json!([]));
+        if let Some(volumes) = volumes.as_array_mut() {
+            volumes.push(json!({"name": volume, "projected": {"defaultMode": 420, "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+            ]}}));
+        }
+    }
+}
+
 /// The defaults an update gets again, as upstream defaults every object it
 /// decodes: those of the pod spec of a pod and a Deployment's template.
 pub fn default_update(ty: &ResourceType, obj: &mut Value) {
@@ -225,9 +341,7 @@ fn default_deployment(deployment: &mut Value) {
             .entry("type")
             .or_insert_with(|| json!("RollingUpdate"));
         if strategy.get("type") == Some(&json!("RollingUpdate")) {
-            let rolling = strategy
-                .entry("rollingUpdate")
-                .or_insert_with(|| json!({}));
+            let rolling = strategy.entry("rollingUpdate").or_insert_with(|| json!({}));
             if let Some(rolling) = rolling.as_object_mut() {
                 rolling
                     .entry("maxUnavailable")
@@ -460,6 +574,51 @@ mod tests {
     }
 
     #[test]
+    fn admission_adds_the_account_its_volume_and_tolerations() {
+        let mut pod = json!({"spec": {
+            "initContainers": [{"name": "init"}],
+            "containers": [{"name": "a"}, {"name": "b", "volumeMounts": [{"name": "own", "mountPath": TOKEN_MOUNT_PATH}]}],
+            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
+        }});
+        admit_pod(&mut pod, &json!({}));
+        let spec = &pod["spec"];
+        assert_eq!(spec["serviceAccountName"], "default");
+        assert_eq!(spec["serviceAccount"], "default");
+        assert_eq!(spec["preemptionPolicy"], "PreemptLowerPriority");
+        assert_eq!(
+            spec["tolerations"],
+            json!([
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists"},
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+            ])
+        );
+        let volume = spec["volumes"][0]["name"].as_str().unwrap_or_default();
+        assert!(
+            volume.starts_with("kube-api-access-") && volume.len() == 21,
+            "{volume}"
+        );
+        let mount = json!({"name": volume, "readOnly": true, "mountPath": TOKEN_MOUNT_PATH});
+        assert_eq!(spec["initContainers"][0]["volumeMounts"], json!([mount]));
+        assert_eq!(spec["containers"][0]["volumeMounts"], json!([mount]));
+        assert_eq!(spec["containers"][1]["volumeMounts"][0]["name"], "own");
+
+        // A copy keeps its volume; automounting can be off on the account.
+        let mut copy = pod.clone();
+        copy["spec"]["containers"][0]["volumeMounts"] = json!([]);
+        admit_pod(&mut copy, &json!({}));
+        assert_eq!(copy["spec"]["volumes"].as_array().map(Vec::len), Some(1));
+        assert_eq!(
+            copy["spec"]["containers"][0]["volumeMounts"],
+            json!([mount])
+        );
+        let mut quiet =
+            json!({"spec": {"serviceAccountName": "robot", "containers": [{"name": "a"}]}});
+        admit_pod(&mut quiet, &json!({"automountServiceAccountToken": false}));
+        assert_eq!(quiet["spec"]["serviceAccount"], "robot");
+        assert!(quiet["spec"].get("volumes").is_none(), "{quiet}");
+    }
+
+    #[test]
     fn deployments_get_upstream_defaults() {
         let mut deployment = json!({"spec": {"selector": {}, "template": {"spec": {
             "containers": [{"name": "c", "image": "nginx", "ports": [{"containerPort": 80}]}],
@@ -478,7 +637,10 @@ mod tests {
         assert!(pod.get("enableServiceLinks").is_none(), "{pod}");
         let container = &pod["containers"][0];
         assert_eq!(container["imagePullPolicy"], "Always");
-        assert_eq!(container["ports"], json!([{"containerPort": 80, "protocol": "TCP"}]));
+        assert_eq!(
+            container["ports"],
+            json!([{"containerPort": 80, "protocol": "TCP"}])
+        );
         let recreate = &mut json!({"spec": {"strategy": {"type": "Recreate"}}});
         default_deployment(recreate);
         assert_eq!(recreate["spec"]["strategy"], json!({"type": "Recreate"}));

@@ -177,6 +177,7 @@ struct Inner {
 
 const CRD_TYPE: &str = "apiextensions.k8s.io/customresourcedefinitions";
 const NAMESPACE_TYPE: &str = "/namespaces";
+const SERVICE_ACCOUNT_TYPE: &str = "/serviceaccounts";
 
 impl Store {
     /// A store serving the built-in types, with namespaces `default`,
@@ -639,6 +640,18 @@ impl Inner {
             },
             name.clone(),
         );
+        if is_pod(ty) {
+            // Admission, before storage: the pod's ServiceAccount must exist.
+            let account = rules::service_account_name(&obj);
+            let Some(stored) =
+                self.object(SERVICE_ACCOUNT_TYPE, &(ns.to_string(), account.clone()))
+            else {
+                return Err(ApiError::forbidden(format!(
+                    "pods \"{name}\" is forbidden: error looking up service account {ns}/{account}: serviceaccount \"{account}\" not found"
+                )));
+            };
+            rules::admit_pod(&mut obj, &stored.value());
+        }
         if self.object(&ty.id(), &key).is_some() {
             return Err(ApiError::already_exists(&target(ty, &name)));
         }
