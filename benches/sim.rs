@@ -2,12 +2,16 @@
 //! loopback HTTP (release build): `cargo bench --bench sim`.
 //!
 //! 1. Pod creates per second from 8 concurrent clients while 2 watches stream
-//!    every event.
+//!    every event, on a simulated cluster and, in the same run, on a real one
+//!    (`hack/real-clusters --clusters 1`: kube-apiserver and etcd, reached
+//!    through its fault proxy as every client is), with the ratio of the
+//!    two: the ceiling the controller's own throughput is held to.
 //! 2. Resident memory of the process once 100,000 typical pods are stored.
 //! 3. Scheduler and kubelet: 10,000 pods created on a cluster of 50 nodes,
 //!    time until every one is bound and Succeeded.
 //!
 //! `SIM_BENCH_PODS` overrides the pod count of part 2.
+//! `REAL_BENCH_PODS` the pod count on the real cluster (default 6,000).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -115,6 +119,89 @@ async fn create_pods_shaped(
     started.elapsed()
 }
 
+/// Part 1 on one cluster: `total` pods from `CLIENTS` clients while
+/// `WATCHES` watches follow them; creates per second. Every create must
+/// reach every watch.
+async fn creates_per_second(ground: &str, kubeconfig: &str, total: usize) -> f64 {
+    let seen = Arc::new(AtomicU64::new(0));
+    let mut watches = Vec::new();
+    for _ in 0..WATCHES {
+        let api: Api<Pod> = Api::namespaced(client(kubeconfig).await, "default");
+        let seen = seen.clone();
+        watches.push(tokio::spawn(async move {
+            let mut events = watcher(api, watcher::Config::default()).boxed();
+            while let Some(event) = events.next().await {
+                if let Ok(watcher::Event::Apply(_)) = event {
+                    seen.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let elapsed = create_pods(kubeconfig, "throughput", total).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.load(Ordering::Relaxed) < (total * WATCHES) as u64 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for watch in watches {
+        watch.abort();
+    }
+    let delivered = seen.load(Ordering::Relaxed);
+    let rate = total as f64 / elapsed.as_secs_f64();
+    println!(
+        "creates ({ground}): {total} pods from {CLIENTS} clients with {WATCHES} watches in {:.2}s = {rate:.0} creates/s; watch events delivered {delivered}/{}",
+        elapsed.as_secs_f64(),
+        total * WATCHES
+    );
+    assert_eq!(
+        delivered,
+        (total * WATCHES) as u64,
+        "every create reaches both watches"
+    );
+    rate
+}
+
+/// One real cluster of `hack/real-clusters` (built on first use), stopped
+/// when dropped (its standard input closes).
+struct RealCluster {
+    dir: std::path::PathBuf,
+    launcher: std::process::Child,
+}
+
+impl RealCluster {
+    fn start() -> RealCluster {
+        let dir = std::env::temp_dir().join(format!("bench-real-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let launcher = std::process::Command::new(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/real-clusters"),
+        )
+        .args(["--clusters", "1", "--kubeconfig-dir"])
+        .arg(&dir)
+        .env("REAL_CLUSTERS_EXIT_ON_STDIN_EOF", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("hack/real-clusters starts (needs Go; hack/build-kube builds it)");
+        let mut cluster = RealCluster { dir, launcher };
+        let deadline = Instant::now() + Duration::from_secs(45 * 60);
+        while !cluster.dir.join("ready").exists() {
+            if let Ok(Some(status)) = cluster.launcher.try_wait() {
+                panic!("hack/real-clusters exited ({status}) before it was ready");
+            }
+            assert!(Instant::now() < deadline, "no real cluster after 45 min");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        cluster
+    }
+}
+
+impl Drop for RealCluster {
+    fn drop(&mut self) {
+        drop(self.launcher.stdin.take());
+        let _ = self.launcher.wait();
+    }
+}
+
 fn resident_memory_bytes() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
@@ -135,39 +222,20 @@ async fn main() {
         .expect("cluster starts");
     let kubeconfig = cluster.kubeconfig();
 
-    let seen = Arc::new(AtomicU64::new(0));
-    for _ in 0..WATCHES {
-        let api: Api<Pod> = Api::namespaced(client(&kubeconfig).await, "default");
-        let seen = seen.clone();
-        tokio::spawn(async move {
-            let mut events = watcher(api, watcher::Config::default()).boxed();
-            while let Some(event) = events.next().await {
-                if let Ok(watcher::Event::Apply(_)) = event {
-                    seen.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        });
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-
-    let elapsed = create_pods(&kubeconfig, "throughput", THROUGHPUT_PODS).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while seen.load(Ordering::Relaxed) < (THROUGHPUT_PODS * WATCHES) as u64
-        && Instant::now() < deadline
-    {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let delivered = seen.load(Ordering::Relaxed);
+    let simulated = creates_per_second("simulated", &kubeconfig, THROUGHPUT_PODS).await;
+    let real_pods: usize = std::env::var("REAL_BENCH_PODS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6_000);
+    let real = {
+        let launcher = RealCluster::start();
+        let kubeconfig = std::fs::read_to_string(launcher.dir.join("home.kubeconfig"))
+            .expect("the real cluster's kubeconfig");
+        creates_per_second("real", &kubeconfig, real_pods).await
+    };
     println!(
-        "creates: {THROUGHPUT_PODS} pods from {CLIENTS} clients with {WATCHES} watches in {:.2}s = {:.0} creates/s; watch events delivered {delivered}/{}",
-        elapsed.as_secs_f64(),
-        THROUGHPUT_PODS as f64 / elapsed.as_secs_f64(),
-        THROUGHPUT_PODS * WATCHES
-    );
-    assert_eq!(
-        delivered,
-        (THROUGHPUT_PODS * WATCHES) as u64,
-        "every create reaches both watches"
+        "ceiling: simulated {simulated:.0} creates/s, real {real:.0} creates/s: the simulator is {:.1}x the real API server",
+        simulated / real
     );
 
     let remaining = pods.saturating_sub(THROUGHPUT_PODS);
