@@ -1649,7 +1649,9 @@ async fn unschedulable_pods_stay_pending_with_the_scheduler_message(cluster: Tes
         let condition = unschedulable(&pending).expect("PodScheduled=False");
         assert_eq!(condition.message.as_deref(), Some(*message), "{name}");
         assert!(condition.last_transition_time.is_some(), "{condition:?}");
+        assert_eq!(condition.observed_generation, Some(1), "{condition:?}");
         let status = pending.status.as_ref().expect("status");
+        assert_eq!(status.qos_class.as_deref(), Some("Burstable"), "{name}");
         assert_eq!(status.phase.as_deref(), Some("Pending"), "{name}");
         assert!(
             pending
@@ -1744,6 +1746,29 @@ async fn pods_are_admitted_with_their_service_account_and_default_tolerations(
             {"key": "node.kubernetes.io/unreachable", "operator": "Exists"},
             {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
         ])
+    );
+
+    // Requests default to the limits; only cpu and memory make the QoS class.
+    let gpus = pods
+        .create(
+            &pp,
+            &pod(
+                "gpus",
+                json!({"containers": [{"name": "main", "image": "busybox:1.36",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}),
+            ),
+        )
+        .await
+        .unwrap();
+    let resources =
+        serde_json::to_value(&gpus.spec.as_ref().expect("spec").containers[0].resources).unwrap();
+    assert_eq!(
+        resources,
+        json!({"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}})
+    );
+    assert_eq!(
+        gpus.status.and_then(|s| s.qos_class).as_deref(),
+        Some("BestEffort")
     );
 
     // A ServiceAccount that does not exist: refused.

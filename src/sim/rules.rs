@@ -2,9 +2,12 @@
 //! storage: name validation, defaulting of built-in kinds, which parts of an
 //! object a write may change, and when `metadata.generation` moves.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value, json};
 
 use super::resources::ResourceType;
+use crate::quantity;
 
 /// Fields of `metadata` the server owns; a client's write never changes them.
 const SERVER_METADATA: &[&str] = &[
@@ -128,7 +131,8 @@ pub fn prepare_create(
 fn default_pod(pod: &mut Value) {
     if let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) {
         default_pod_spec(spec);
-        // Set by admission on pods, not on the templates of workloads.
+        default_requests_to_limits(spec);
+        // Set on pods, not on the templates of workloads.
         spec.entry("enableServiceLinks").or_insert(json!(true));
         spec.entry("priority").or_insert(json!(0));
     }
@@ -262,6 +266,7 @@ pub fn default_update(ty: &ResourceType, obj: &mut Value) {
         ("", "pods") => {
             if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
                 default_pod_spec(spec);
+                default_requests_to_limits(spec);
             }
         }
         ("apps", "deployments") => default_deployment(obj),
@@ -361,35 +366,76 @@ fn default_deployment(deployment: &mut Value) {
     }
 }
 
-/// The QoS class upstream derives from the containers' requests and limits.
+/// The QoS class upstream derives from the containers' requests and limits
+/// of cpu and memory (other resources do not count): BestEffort without
+/// any, Guaranteed when every container limits both and the summed requests
+/// equal the summed limits, Burstable otherwise.
 fn pod_qos_class(pod: &Value) -> &'static str {
-    let containers: Vec<&Value> = ["containers", "initContainers"]
-        .iter()
-        .filter_map(|l| pod.pointer(&format!("/spec/{l}")).and_then(Value::as_array))
-        .flatten()
-        .collect();
-    let res = |c: &Value, k: &str| {
-        c.pointer(&format!("/resources/{k}"))
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default()
-    };
-    if containers
-        .iter()
-        .all(|c| res(c, "requests").is_empty() && res(c, "limits").is_empty())
-    {
-        return "BestEffort";
+    let mut requests: BTreeMap<String, i64> = BTreeMap::new();
+    let mut limits: BTreeMap<String, i64> = BTreeMap::new();
+    let mut guaranteed = true;
+    for list in ["containers", "initContainers"] {
+        for c in pod
+            .pointer(&format!("/spec/{list}"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let qos = |kind: &str| {
+                quantity::resource_list(c.pointer(&format!("/resources/{kind}")))
+                    .into_iter()
+                    .filter(|(name, milli)| (name == "cpu" || name == "memory") && *milli > 0)
+                    .collect::<BTreeMap<String, i64>>()
+            };
+            for (name, milli) in qos("requests") {
+                *requests.entry(name).or_default() += milli;
+            }
+            let container_limits = qos("limits");
+            if !(container_limits.contains_key("cpu") && container_limits.contains_key("memory")) {
+                guaranteed = false;
+            }
+            for (name, milli) in container_limits {
+                *limits.entry(name).or_default() += milli;
+            }
+        }
     }
-    let guaranteed = containers.iter().all(|c| {
-        let limits = res(c, "limits");
-        let requests = res(c, "requests");
-        ["cpu", "memory"].iter().all(|r| limits.contains_key(*r))
-            && requests.iter().all(|(k, v)| limits.get(k) == Some(v))
-    });
-    if guaranteed {
+    if requests.is_empty() && limits.is_empty() {
+        "BestEffort"
+    } else if guaranteed
+        && requests.len() == limits.len()
+        && requests
+            .iter()
+            .all(|(name, milli)| limits.get(name) == Some(milli))
+    {
         "Guaranteed"
     } else {
         "Burstable"
+    }
+}
+
+/// A pod's containers request what they limit unless they say otherwise
+/// (upstream defaults this on pods, not on pod templates).
+fn default_requests_to_limits(spec: &mut Map<String, Value>) {
+    for list in ["containers", "initContainers"] {
+        for c in spec
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            let Some(resources) = c.get_mut("resources").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() else {
+                continue;
+            };
+            let requests = resources.entry("requests").or_insert_with(|| json!({}));
+            if let Some(requests) = requests.as_object_mut() {
+                for (name, value) in limits {
+                    requests.entry(name).or_insert(value);
+                }
+            }
+        }
     }
 }
 
@@ -616,6 +662,47 @@ mod tests {
         admit_pod(&mut quiet, &json!({"automountServiceAccountToken": false}));
         assert_eq!(quiet["spec"]["serviceAccount"], "robot");
         assert!(quiet["spec"].get("volumes").is_none(), "{quiet}");
+    }
+
+    #[test]
+    fn qos_class_counts_cpu_and_memory_only() {
+        let pod = |resources: Value| {
+            let mut pod = json!({"spec": {"containers": [{"name": "a", "resources": resources}]}});
+            if let Some(spec) = pod["spec"].as_object_mut() {
+                default_requests_to_limits(spec);
+            }
+            pod_qos_class(&pod)
+        };
+        assert_eq!(pod(json!({})), "BestEffort");
+        assert_eq!(
+            pod(json!({"limits": {"nvidia.com/gpu": "9"}})),
+            "BestEffort"
+        );
+        assert_eq!(pod(json!({"requests": {"cpu": "0"}})), "BestEffort");
+        assert_eq!(pod(json!({"requests": {"cpu": "100m"}})), "Burstable");
+        assert_eq!(
+            pod(json!({"limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}})),
+            "Guaranteed"
+        );
+        assert_eq!(
+            pod(
+                json!({"requests": {"cpu": "1000m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1024Mi"}})
+            ),
+            "Guaranteed"
+        );
+        assert_eq!(
+            pod(json!({"requests": {"cpu": "500m"}, "limits": {"cpu": "1", "memory": "1Gi"}})),
+            "Burstable"
+        );
+        let mut defaulted =
+            json!({"containers": [{"resources": {"limits": {"nvidia.com/gpu": "9"}}}]});
+        if let Some(spec) = defaulted.as_object_mut() {
+            default_requests_to_limits(spec);
+        }
+        assert_eq!(
+            defaulted["containers"][0]["resources"]["requests"],
+            json!({"nvidia.com/gpu": "9"})
+        );
     }
 
     #[test]

@@ -582,9 +582,11 @@ fn apply(cluster: &Cluster, decisions: Vec<Decision>) {
                     }
                     json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": write.now})
                 }
+                // The generation of the pod it judged, as kube-scheduler writes it.
                 Decision::Unschedulable { message, .. } => json!({
                     "type": "PodScheduled", "status": "False", "lastProbeTime": null, "lastTransitionTime": write.now,
                     "reason": "Unschedulable", "message": message,
+                    "observedGeneration": pod.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
                 }),
             };
             set_condition(&mut pod, condition);
