@@ -73,18 +73,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: real-clusters --clusters N --kubeconfig-dir DIR [--nodes K] [--gpus-per-node G] [--cpu-per-node C] [--memory-per-node M] [--register]")
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// Asked to stop (a signal, or standard input closed) is a clean end; a
+	// child that died is not.
+	asked, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	if os.Getenv("REAL_CLUSTERS_EXIT_ON_STDIN_EOF") == "1" {
 		go func() {
 			_, _ = io.Copy(io.Discard, os.Stdin)
 			stop()
 		}()
 	}
-	ctx, died := context.WithCancelCause(ctx)
+	ctx, died := context.WithCancelCause(asked)
 	procs := &processes{died: died}
 	err := run(ctx, o, procs)
-	if cause := context.Cause(ctx); err == nil && cause != nil && cause != context.Canceled {
-		err = cause
+	if err == nil && asked.Err() == nil {
+		err = context.Cause(ctx)
 	}
 	stop()
 	procs.stopAll()
@@ -108,7 +110,7 @@ func run(ctx context.Context, o options, procs *processes) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
+	procs.removeAfter(work)
 	logs := filepath.Join(o.kubeconfigDir, "logs")
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		return err
@@ -180,9 +182,22 @@ func binDir() (string, error) {
 // when it is killed outright, and one that exits before stopAll ends the run.
 type processes struct {
 	mu       sync.Mutex
-	cmds     []*exec.Cmd
+	children []child
 	stopping bool
 	died     context.CancelCauseFunc
+	leftover []string // directories removed once the children are gone
+}
+
+// removeAfter has dir removed once every child is stopped.
+func (p *processes) removeAfter(dir string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.leftover = append(p.leftover, dir)
+}
+
+type child struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once reaped
 }
 
 func (p *processes) start(logs, name, path string, args ...string) error {
@@ -196,11 +211,13 @@ func (p *processes) start(logs, name, path string, args ...string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
+	c := child{cmd: cmd, exited: make(chan struct{})}
 	p.mu.Lock()
-	p.cmds = append(p.cmds, cmd)
+	p.children = append(p.children, c)
 	p.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
+		close(c.exited)
 		out.Close()
 		p.mu.Lock()
 		stopping := p.stopping
@@ -212,25 +229,28 @@ func (p *processes) start(logs, name, path string, args ...string) error {
 	return nil
 }
 
-// stopAll sends SIGTERM to every child, and SIGKILL to those still there
-// after five seconds.
+// stopAll sends SIGTERM to every child, SIGKILL to the process groups of
+// those still there after five seconds, and returns once all are reaped.
 func (p *processes) stopAll() {
 	p.mu.Lock()
 	p.stopping = true
-	cmds := p.cmds
+	children := p.children
 	p.mu.Unlock()
-	for _, cmd := range cmds {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+	for _, c := range children {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for _, cmd := range cmds {
-		for cmd.ProcessState == nil && time.Now().Before(deadline) {
-			if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
+	grace, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, c := range children {
+		select {
+		case <-c.exited:
+		case <-grace.Done():
+			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+			<-c.exited
 		}
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	for _, dir := range p.leftover {
+		_ = os.RemoveAll(dir)
 	}
 }
 
@@ -262,7 +282,7 @@ func startEtcd(ctx context.Context, procs *processes, bin, work, logs string) (s
 	dataDir := filepath.Join(work, "etcd")
 	if shm, err := os.MkdirTemp("/dev/shm", "real-clusters-etcd-"); err == nil {
 		dataDir = shm // in memory: tests need no durability
-		defer func() { go removeWhenDone(procs, shm) }()
+		procs.removeAfter(shm)
 	}
 	err = procs.start(logs, "etcd", filepath.Join(bin, "etcd"),
 		"--name=real-clusters", "--data-dir="+dataDir,
@@ -278,21 +298,6 @@ func startEtcd(ctx context.Context, procs *processes, bin, work, logs string) (s
 		return "", fmt.Errorf("etcd: %w", err)
 	}
 	return url, nil
-}
-
-// removeWhenDone removes dir once the children are being stopped.
-func removeWhenDone(procs *processes, dir string) {
-	for {
-		procs.mu.Lock()
-		stopping := procs.stopping
-		procs.mu.Unlock()
-		if stopping {
-			time.Sleep(500 * time.Millisecond)
-			_ = os.RemoveAll(dir)
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 func waitHTTP(ctx context.Context, url string, client *http.Client, limit time.Duration) error {
