@@ -353,7 +353,8 @@ impl TestCluster {
     }
 
     /// Stops a simulated or private cluster; on a shared real cluster,
-    /// deletes the test's namespace (and with it what the test made there).
+    /// deletes the test's namespace (and with it what the test made there)
+    /// and its Widget CRD.
     pub async fn stop(mut self) {
         if let Some(handle) = self.sim.take() {
             handle.stop().await;
@@ -361,6 +362,14 @@ impl TestCluster {
             let namespaces: Api<Namespace> = Api::all(self.client.clone());
             let _ = namespaces
                 .delete(&self.namespace, &DeleteParams::background())
+                .await;
+            // The test's Widget CRD, if it made one, is cluster-wide.
+            let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+            let _ = crds
+                .delete(
+                    &format!("widgets.{}", widget_group(&self.namespace)),
+                    &DeleteParams::background(),
+                )
                 .await;
         }
         if let Some(private) = self.private.take() {
