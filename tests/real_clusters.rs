@@ -123,7 +123,7 @@ fn three_registered_clusters_start_within_a_minute_and_stop_without_a_trace() {
 
     let components = children_of(launcher.id());
     assert!(
-        components.len() >= 1 + 3 * 4,
+        components.len() > 3 * 4,
         "etcd, then per cluster an API server, a controller manager, a scheduler and kwok: {components:?}"
     );
     let stopping = Instant::now();

@@ -478,7 +478,9 @@ func startCluster(ctx context.Context, procs *processes, bin, work, logs, etcd, 
 	}
 	err = procs.start(logs, name+"-kwok", filepath.Join(bin, "kwok"),
 		"--kubeconfig="+componentConfig, "--config="+stages,
-		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake")
+		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		// Heartbeat Leases in kube-node-lease, as kubelets keep them.
+		"--node-lease-duration-seconds=40")
 	if err != nil {
 		return nil, err
 	}
