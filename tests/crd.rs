@@ -4,12 +4,14 @@
 //! validation, so a field the schema lacks fails) and prints the columns;
 //! the deployment manifests in `deploy/` apply and hold together.
 
+#[macro_use]
 #[path = "common/kubectl.rs"]
 mod kubectl_support;
 
 use std::path::{Path, PathBuf};
 
 use kubectl_support::Kubectl;
+use kubectl_support::real::{Ground, Launcher};
 use serde_json::Value;
 use tfjob_federator::api::{self, TensorFlowTrainingJob};
 use tfjob_federator::validation;
@@ -131,9 +133,22 @@ fn example_jobs_parse_and_validate() {
     }
 }
 
-#[test]
-fn kubectl_applies_the_crd_and_the_examples() {
-    let kubectl = Kubectl::start("crd");
+/// kubectl on `ground`, with the cluster it works on: a simulated one, or a
+/// real one of the test's own (the CRDs are cluster-wide: on a shared
+/// cluster they would be there already).
+fn kubectl_on(ground: Ground, test: &str) -> (Option<Launcher>, Kubectl) {
+    match ground {
+        Ground::Sim => (None, Kubectl::start(test)),
+        Ground::Real => {
+            let cluster = Launcher::start(&["--clusters", "1"]);
+            let kubectl = Kubectl::real(&cluster.kubeconfig("home"), test);
+            (Some(cluster), kubectl)
+        }
+    }
+}
+
+fn kubectl_applies_the_crd_and_the_examples(ground: Ground) {
+    let (_cluster, kubectl) = kubectl_on(ground, "crd");
     let crds = repo_path(COMMITTED).to_string_lossy().into_owned();
     kubectl
         .ok(&["apply", "-f", &crds])
@@ -187,11 +202,20 @@ fn kubectl_applies_the_crd_and_the_examples() {
     let by_category = kubectl.ok(&["get", "t9k"]).table();
     let listed: Vec<&str> = by_category[1..].iter().map(|row| row[0].as_str()).collect();
     assert_eq!(listed, names);
+    // The schema documents itself.
+    let explained = kubectl.ok(&["explain", "tensorflowtrainingjobs.spec"]);
+    for field in ["replicaSpecs", "runPolicy", "runMode", "scheduler"] {
+        assert!(
+            explained.stdout.contains(field),
+            "kubectl explain lists {field}: {explained}"
+        );
+    }
+    let explained = kubectl.ok(&["explain", "tftj.spec.replicaSpecs.type"]);
+    assert!(explained.stdout.contains("FIELD: type"), "{explained}");
 }
 
-#[test]
-fn deploy_manifests_apply_with_kubectl_and_hold_together() {
-    let kubectl = Kubectl::start("deploy");
+fn deploy_manifests_apply_with_kubectl_and_hold_together(ground: Ground) {
+    let (_cluster, kubectl) = kubectl_on(ground, "deploy");
     let path = |p: &str| repo_path(p).display().to_string();
     kubectl.ok(&[
         "apply",
@@ -253,3 +277,8 @@ fn deploy_manifests_apply_with_kubectl_and_hold_together() {
         kubectl.ok(&["get", "clusterrole", role]);
     }
 }
+
+on_both_grounds!(sync:
+    kubectl_applies_the_crd_and_the_examples,
+    deploy_manifests_apply_with_kubectl_and_hold_together,
+);

@@ -1,11 +1,9 @@
 //! Member registration: `sim --register` and `join` against simulated
 //! clusters, checked through kube-rs on the home cluster.
 
+#[macro_use]
 #[path = "common/kube.rs"]
 mod sim_kube;
-#[macro_use]
-#[path = "common/real.rs"]
-mod real;
 
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -18,8 +16,8 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::api::ListParams;
 use kube::config::Kubeconfig;
-use real::{Ground, RealClusters};
 use serde_json::json;
+use sim_kube::real::{self, Ground, RealClusters};
 use sim_kube::{SimCluster, client_for};
 use tfjob_federator::api::{MemberCluster, TensorFlowTrainingJob};
 

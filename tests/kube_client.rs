@@ -15,9 +15,6 @@
 #[path = "common/kube.rs"]
 mod sim_kube;
 
-#[path = "common/real.rs"]
-mod real;
-
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -43,7 +40,7 @@ use sim_kube::{
 
 /// The shared real cluster's admin kubeconfig (started on first use).
 async fn shared_real_kubeconfig() -> std::path::PathBuf {
-    tokio::task::spawn_blocking(|| real::one_cluster().kubeconfig("home"))
+    tokio::task::spawn_blocking(|| sim_kube::real::one_cluster().kubeconfig("home"))
         .await
         .expect("the shared real cluster starts")
 }

@@ -9,9 +9,6 @@
 #[path = "common/kubectl.rs"]
 mod kubectl_support;
 
-#[path = "common/real.rs"]
-mod real;
-
 use std::time::Duration;
 
 use kubectl_support::Kubectl;
@@ -28,7 +25,7 @@ macro_rules! on_both_grounds {
             }
             #[test]
             fn real() {
-                let kubeconfig = super::real::one_cluster().kubeconfig("home");
+                let kubeconfig = super::kubectl_support::real::one_cluster().kubeconfig("home");
                 super::$name(&super::Kubectl::real(&kubeconfig, stringify!($name)))
             }
         }

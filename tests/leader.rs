@@ -8,12 +8,10 @@
 #[path = "common/observe.rs"]
 mod observe;
 #[macro_use]
-#[path = "common/real.rs"]
-mod real;
 #[path = "common/kube.rs"]
 mod sim_kube;
 
-use real::Ground;
+use sim_kube::real::{self, Ground};
 
 use std::time::{Duration, Instant};
 
@@ -92,7 +90,7 @@ async fn first_leading(ground: Ground, lease_ms: u64) -> System {
                 .await;
             observe::start_on(
                 &clusters.controller_kubeconfig().await,
-                &clusters.dir,
+                clusters.dir(),
                 &args,
                 Box::new(turn),
             )

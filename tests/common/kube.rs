@@ -5,11 +5,10 @@
 //! Include with `#[path = "common/kube.rs"] mod sim_kube;`.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -17,6 +16,12 @@ use kube::core::{ApiResource, GroupVersionKind, Status};
 use kube::{Client, Config};
 use serde_json::{Value, json};
 use tfjob_federator::sim::{self, ClusterHandle, SimOptions};
+
+#[macro_use]
+#[path = "real.rs"]
+pub mod real;
+use real::Launcher;
+pub use real::{Ground, test_namespace};
 
 /// How long `eventually` waits before failing.
 pub const EVENTUALLY: Duration = Duration::from_secs(5);
@@ -247,14 +252,6 @@ pub async fn install_schemaless_crd(client: &Client, resource: &ApiResource) {
 
 // Both grounds ------------------------------------------------------------------
 
-/// Where a test runs: a simulated cluster of its own, or a real control
-/// plane (`hack/real-clusters`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ground {
-    Sim,
-    Real,
-}
-
 /// One test's cluster, the same for a test body on either ground: an admin
 /// client whose default namespace is the test's own (created for it, with
 /// its `default` ServiceAccount), and the fault API of `/_sim/`.
@@ -265,7 +262,7 @@ pub struct TestCluster {
     /// The admin kubeconfig (YAML), with the test's namespace as its default.
     pub kubeconfig: String,
     sim: Option<ClusterHandle>,
-    private: Option<PrivateRealCluster>,
+    private: Option<Launcher>,
 }
 
 impl TestCluster {
@@ -287,10 +284,10 @@ impl TestCluster {
     /// A real cluster of this test's own, for a test whose faults (partition,
     /// latency, errors, dropped watches) would hurt others on a shared one.
     pub async fn private_real(test: &str) -> TestCluster {
-        let private = tokio::task::spawn_blocking(PrivateRealCluster::start)
+        let private = tokio::task::spawn_blocking(|| Launcher::start(&["--clusters", "1"]))
             .await
             .expect("start a private real cluster");
-        let kubeconfig = read_file(&private.kubeconfig());
+        let kubeconfig = read_file(&private.kubeconfig("home"));
         TestCluster::in_namespace(Ground::Real, &kubeconfig, test, None, Some(private)).await
     }
 
@@ -299,7 +296,7 @@ impl TestCluster {
         kubeconfig: &str,
         test: &str,
         sim: Option<ClusterHandle>,
-        private: Option<PrivateRealCluster>,
+        private: Option<Launcher>,
     ) -> TestCluster {
         let namespace = test_namespace(&client_for(kubeconfig).await, test).await;
         let kubeconfig = with_namespace(kubeconfig, &namespace);
@@ -415,115 +412,4 @@ pub async fn admin_request(
         .await
         .unwrap_or_else(|e| panic!("{method} /_sim/{path} failed: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("/_sim/{path} answered {text:?}: {e}"))
-}
-
-/// A lowercase DNS label from a test's name: at most 50 characters of it,
-/// `_` as `-`, and a random suffix, unique among tests sharing a cluster.
-pub fn unique_name(test: &str) -> String {
-    let mut base: String = test
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .take(50)
-        .collect();
-    while base.ends_with('-') {
-        base.pop();
-    }
-    format!("{base}-{:06x}", fastrand::u32(..0x100_0000))
-}
-
-/// A fresh namespace for `test`, once its `default` ServiceAccount exists
-/// (pods are refused before the serviceaccount controller made it).
-pub async fn test_namespace(client: &Client, test: &str) -> String {
-    let name = unique_name(test);
-    let namespace: Namespace = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
-    }))
-    .expect("a Namespace");
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
-    eventually_within(
-        &format!("the default ServiceAccount of namespace {name}"),
-        Duration::from_secs(30),
-        async || accounts.get_opt("default").await.ok().flatten(),
-    )
-    .await;
-    name
-}
-
-/// How long the first start of a real cluster may take: it may build
-/// Kubernetes (`hack/build-kube`).
-const REAL_START_LIMIT: Duration = Duration::from_secs(45 * 60);
-
-/// A `hack/real-clusters --clusters 1` of one test's own; stopped when
-/// dropped (its standard input closes, so it also stops when the test
-/// process dies).
-pub struct PrivateRealCluster {
-    dir: PathBuf,
-    launcher: Child,
-}
-
-impl PrivateRealCluster {
-    pub fn start() -> PrivateRealCluster {
-        let dir = std::env::temp_dir().join(format!(
-            "private-real-cluster-{}-{:08x}",
-            std::process::id(),
-            fastrand::u32(..)
-        ));
-        let launcher = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/real-clusters"))
-            .arg("--kubeconfig-dir")
-            .arg(&dir)
-            .args(["--clusters", "1"])
-            .env("REAL_CLUSTERS_EXIT_ON_STDIN_EOF", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("hack/real-clusters does not start ({e}): it needs bash and Go on PATH; `hack/build-kube` builds the components"));
-        let mut cluster = PrivateRealCluster { dir, launcher };
-        let deadline = Instant::now() + REAL_START_LIMIT;
-        while !cluster.dir.join("ready").exists() {
-            if let Ok(Some(status)) = cluster.launcher.try_wait() {
-                panic!(
-                    "hack/real-clusters exited ({status}) before its cluster was ready; logs in {}",
-                    cluster.dir.join("logs").display()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "private real cluster not ready after {REAL_START_LIMIT:?}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        cluster
-    }
-
-    pub fn kubeconfig(&self) -> PathBuf {
-        self.dir.join("home.kubeconfig")
-    }
-}
-
-impl Drop for PrivateRealCluster {
-    fn drop(&mut self) {
-        // End of input: the launcher stops its processes and cleans up.
-        drop(self.launcher.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.launcher.try_wait() {
-                let _ = std::fs::remove_dir_all(&self.dir);
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.launcher.kill();
-        let _ = self.launcher.wait();
-    }
 }

@@ -16,11 +16,16 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use kube::api::{Api, DeleteParams, PostParams};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 use tfjob_federator::sim::{self, ClusterHandle, SimOptions};
+
+#[macro_use]
+#[path = "real.rs"]
+pub mod real;
+pub use real::Ground;
 
 /// The longest a single foreground kubectl run may take.
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -46,14 +51,6 @@ pub fn kubectl_binary() -> &'static Path {
                 )
             })
     })
-}
-
-/// Where a kubectl test runs: a simulated cluster of its own, or the real
-/// cluster (`hack/real-clusters`) its test binary shares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ground {
-    Sim,
-    Real,
 }
 
 /// One test's cluster with a private directory for kubectl: its kubeconfig
@@ -670,42 +667,6 @@ fn with_namespace(kubeconfig: &str, namespace: &str) -> String {
     serde_yaml::to_string(&config).expect("kubeconfig YAML")
 }
 
-/// A fresh namespace named after `test` (unique among the tests sharing a
-/// cluster), once its `default` ServiceAccount exists: pods are refused
-/// before the serviceaccount controller made it.
 async fn test_namespace(kubeconfig_yaml: &str, test: &str) -> String {
-    let client = client_for(kubeconfig_yaml).await;
-    let mut base: String = test
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .take(50)
-        .collect();
-    while base.ends_with('-') {
-        base.pop();
-    }
-    let name = format!("{base}-{:06x}", fastrand::u32(..0x100_0000));
-    let namespace: Namespace = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
-    }))
-    .expect("a Namespace");
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
-    let accounts: Api<ServiceAccount> = Api::namespaced(client, &name);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while accounts.get_opt("default").await.ok().flatten().is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "no default ServiceAccount in namespace {name} after 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    name
+    real::test_namespace(&client_for(kubeconfig_yaml).await, test).await
 }

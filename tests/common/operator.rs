@@ -10,12 +10,10 @@
 //! Include with `#[macro_use] #[path = "common/operator.rs"] mod operator_support;`.
 #![allow(dead_code)]
 
+#[macro_use]
 #[path = "kube.rs"]
 mod sim_kube;
-#[macro_use]
-#[path = "real.rs"]
-pub mod real;
-pub use real::Ground;
+pub use sim_kube::real::{self, Ground};
 pub use sim_kube::{client_for, eventually_within as wait_for, install_schemaless_crd};
 
 use std::collections::BTreeMap;

@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
@@ -33,10 +33,23 @@ pub enum Ground {
     Real,
 }
 
-/// For each `async fn NAME(ground: Ground)` of the scenario list, the tests
-/// `NAME::sim` and `NAME::real`: one source, both grounds.
+/// For each `async fn NAME(ground: Ground)` of the scenario list (or `fn`,
+/// after `sync:`), the tests `NAME::sim` and `NAME::real`: one source, both
+/// grounds.
 #[allow(unused_macros)]
 macro_rules! on_both_grounds {
+    (sync: $($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn sim() {
+                super::$name(super::Ground::Sim)
+            }
+            #[test]
+            fn real() {
+                super::$name(super::Ground::Real)
+            }
+        }
+    )*};
     ($($name:ident),* $(,)?) => {$(
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,11 +67,80 @@ macro_rules! on_both_grounds {
 /// How long the first start may take: it may build Kubernetes.
 const START_LIMIT: Duration = Duration::from_secs(45 * 60);
 
-/// One running `hack/real-clusters`, stopped when the test binary exits (it
-/// watches its standard input, which closes with this process).
-pub struct RealClusters {
+/// One `hack/real-clusters` process, ready once it wrote `DIR/ready`, stopped
+/// when dropped, and also when the test process dies (it watches its
+/// standard input, which closes with this process).
+pub struct Launcher {
     pub dir: PathBuf,
-    _launcher: Mutex<Child>,
+    child: Child,
+}
+
+impl Launcher {
+    pub fn start(args: &[&str]) -> Launcher {
+        let dir = std::env::temp_dir().join(format!(
+            "real-clusters-{}-{:08x}",
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        eprintln!(
+            "starting real clusters ({}) in {}; a first run builds Kubernetes from Go modules (many minutes)",
+            args.join(" "),
+            dir.display()
+        );
+        let child = Command::new(repo_path("hack/real-clusters"))
+            .arg("--kubeconfig-dir")
+            .arg(&dir)
+            .args(args)
+            .env("REAL_CLUSTERS_EXIT_ON_STDIN_EOF", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("hack/real-clusters does not start ({e}): it needs bash and Go 1.26 on PATH; `hack/build-kube` builds the components"));
+        let mut launcher = Launcher { dir, child };
+        let deadline = Instant::now() + START_LIMIT;
+        while !launcher.dir.join("ready").exists() {
+            if let Ok(Some(status)) = launcher.child.try_wait() {
+                panic!(
+                    "hack/real-clusters exited ({status}) before its clusters were ready: see its messages above and the logs in {}; `hack/build-kube` builds the components (Go 1.26 needed)",
+                    launcher.dir.join("logs").display()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "real clusters not ready after {START_LIMIT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        launcher
+    }
+
+    pub fn kubeconfig(&self, cluster: &str) -> PathBuf {
+        self.dir.join(format!("{cluster}.kubeconfig"))
+    }
+}
+
+impl Drop for Launcher {
+    fn drop(&mut self) {
+        // End of input: the launcher stops its processes and cleans up.
+        drop(self.child.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                let _ = std::fs::remove_dir_all(&self.dir);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Real clusters shared by the tests of one binary, which take turns where
+/// they must ([`RealClusters::exclusive`]).
+pub struct RealClusters {
+    launcher: Launcher,
     turn: tokio::sync::Mutex<()>,
     controller_kubeconfig: tokio::sync::OnceCell<PathBuf>,
 }
@@ -94,50 +176,20 @@ pub fn three_clusters() -> &'static RealClusters {
 
 impl RealClusters {
     fn start(args: &[&str]) -> RealClusters {
-        let dir = std::env::temp_dir().join(format!(
-            "real-clusters-{}-{}",
-            std::process::id(),
-            fastrand::u64(..)
-        ));
-        eprintln!(
-            "starting real clusters ({}) in {}; a first run builds Kubernetes from Go modules (many minutes)",
-            args.join(" "),
-            dir.display()
-        );
-        let mut child = Command::new(repo_path("hack/real-clusters"))
-            .arg("--kubeconfig-dir")
-            .arg(&dir)
-            .args(args)
-            .env("REAL_CLUSTERS_EXIT_ON_STDIN_EOF", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("hack/real-clusters does not start ({e}): it needs bash and Go 1.26 on PATH; `hack/build-kube` builds the components"));
-        let deadline = Instant::now() + START_LIMIT;
-        while !dir.join("ready").exists() {
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!(
-                    "hack/real-clusters exited ({status}) before its clusters were ready: see its messages above and the logs in {}; `hack/build-kube` builds the components (Go 1.26 needed)",
-                    dir.join("logs").display()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "real clusters not ready after {START_LIMIT:?}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
         RealClusters {
-            dir,
-            _launcher: Mutex::new(child),
+            launcher: Launcher::start(args),
             turn: tokio::sync::Mutex::new(()),
             controller_kubeconfig: tokio::sync::OnceCell::new(),
         }
     }
 
+    /// Where the kubeconfigs are.
+    pub fn dir(&self) -> &Path {
+        &self.launcher.dir
+    }
+
     pub fn kubeconfig(&self, cluster: &str) -> PathBuf {
-        self.dir.join(format!("{cluster}.kubeconfig"))
+        self.launcher.kubeconfig(cluster)
     }
 
     /// An admin client of `cluster`, through its fault proxy.
@@ -162,7 +214,7 @@ impl RealClusters {
                 .await;
                 let token =
                     service_account_token(&home, "tfjob-federator", "tfjob-federator").await;
-                let path = self.dir.join("controller-identity.kubeconfig");
+                let path = self.dir().join("controller-identity.kubeconfig");
                 std::fs::write(&path, with_token(&self.kubeconfig("home"), &token))
                     .expect("write the controller's kubeconfig");
                 path
@@ -270,8 +322,6 @@ pub fn with_token(admin: &Path, token: &str) -> String {
     serde_yaml::to_string(&kubeconfig).expect("kubeconfig YAML")
 }
 
-const TEST_LABEL: &str = "tfjob-federator.test/scratch";
-
 fn jobs_resource() -> kube::core::ApiResource {
     kube::core::ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("batch.tensorstack.dev", "v1beta1", "TensorFlowTrainingJob"),
@@ -295,14 +345,33 @@ pub async fn install_crds(client: &Client) {
     }
 }
 
+/// A name for `test` that no other run uses: lower case, at most 57
+/// characters (a DNS label with room for a suffix).
+pub fn unique_name(test: &str) -> String {
+    let mut base: String = test
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(50)
+        .collect();
+    while base.ends_with('-') {
+        base.pop();
+    }
+    format!("{base}-{:06x}", fastrand::u32(..0x100_0000))
+}
+
 /// A fresh namespace for `test`, once its `default` ServiceAccount exists
 /// (pods are refused before the serviceaccount controller made it).
 pub async fn test_namespace(client: &Client, test: &str) -> String {
-    let name = format!("{test}-{:04x}", fastrand::u16(..));
+    let name = unique_name(test);
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let namespace = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": name, "labels": {TEST_LABEL: "true"}},
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
     }))
     .expect("a Namespace");
     namespaces
@@ -314,7 +383,7 @@ pub async fn test_namespace(client: &Client, test: &str) -> String {
     while accounts.get_opt("default").await.ok().flatten().is_none() {
         assert!(
             Instant::now() < deadline,
-            "no default ServiceAccount in {name}"
+            "no default ServiceAccount in namespace {name} after 30 s"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -323,8 +392,7 @@ pub async fn test_namespace(client: &Client, test: &str) -> String {
 
 /// What earlier tests left goes before the next one starts, even after a
 /// failure: every TensorFlowTrainingJob on home loses its finalizer (no
-/// controller runs between tests) and is deleted, the tests' namespaces
-/// are deleted, MemberClusters get back their registered spec and lose the
+/// controller runs between tests) and is deleted, MemberClusters get back their registered spec and lose the
 /// status an earlier controller wrote, and on every
 /// cluster in `names` faults are healed and the pods and services a
 /// controller made are deleted, waiting until the pods are gone (capacity
@@ -351,13 +419,6 @@ pub async fn clean_slate(clusters: &RealClusters, names: &[&str]) {
             .await;
         let _ = jobs.delete(&name, &Default::default()).await;
     }
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(home.clone());
-    let _ = namespaces
-        .delete_collection(
-            &Default::default(),
-            &ListParams::default().labels(&format!("{TEST_LABEL}=true")),
-        )
-        .await;
     // MemberClusters as `--register` made them: earlier tests label them,
     // mark them unschedulable or export services.
     let members: Api<DynamicObject> = Api::all_with(
