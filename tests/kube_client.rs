@@ -12,6 +12,7 @@
 //! others. The few scenarios that need `/_sim/compact` run on the simulator
 //! only (README, "Known differences of the simulator").
 
+#[macro_use]
 #[path = "common/kube.rs"]
 mod sim_kube;
 
@@ -35,52 +36,9 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use sim_kube::{
-    TestCluster, api_error, config_map, eventually, eventually_within, install_widget_crd, widget,
+    Ground, TestCluster, api_error, config_map, eventually, eventually_within, install_widget_crd,
+    widget,
 };
-
-/// The shared real cluster's admin kubeconfig (started on first use).
-async fn shared_real_kubeconfig() -> std::path::PathBuf {
-    tokio::task::spawn_blocking(|| sim_kube::real::one_cluster().kubeconfig("home"))
-        .await
-        .expect("the shared real cluster starts")
-}
-
-/// For each `async fn NAME(cluster: TestCluster)`: `NAME::sim` on a
-/// simulated cluster and `NAME::real` in a namespace of the shared real
-/// cluster.
-macro_rules! on_both_grounds {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sim() {
-                super::$name(super::TestCluster::sim(stringify!($name)).await).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn real() {
-                let kubeconfig = super::shared_real_kubeconfig().await;
-                super::$name(super::TestCluster::real(&kubeconfig, stringify!($name)).await).await
-            }
-        }
-    )*};
-}
-
-/// As `on_both_grounds`, but `NAME::real` gets a real cluster of its own:
-/// the scenario injects faults (partition, latency, errors, dropped
-/// watches) that every client of a shared cluster would feel.
-macro_rules! on_both_grounds_privately {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sim() {
-                super::$name(super::TestCluster::sim(stringify!($name)).await).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn real() {
-                super::$name(super::TestCluster::private_real(stringify!($name)).await).await
-            }
-        }
-    )*};
-}
 
 /// For each `async fn NAME(cluster: TestCluster)` that needs what only the
 /// simulator has (`/_sim/compact`): `NAME::sim`.
@@ -95,7 +53,7 @@ macro_rules! on_the_simulator_only {
     )*};
 }
 
-on_both_grounds!(
+on_both_grounds!(async TestCluster::on;
     finalizer_helper_adds_and_removes_its_finalizer,
     server_side_apply_creates_updates_removes_and_conflicts,
     replace_enforces_resource_version,
@@ -111,7 +69,9 @@ on_both_grounds!(
     pods_are_admitted_with_their_service_account_and_default_tolerations,
 );
 
-on_both_grounds_privately!(
+// Their faults (partition, latency, errors, dropped watches) would hurt
+// every client of a shared cluster: a real cluster of their own.
+on_both_grounds!(async TestCluster::on_private;
     watcher_and_reflector_stay_in_sync_across_dropped_watches,
     fault_injection_reaches_kube_clients,
 );

@@ -6,33 +6,16 @@
 //! the test's own. Tests that use the cluster-wide `widgets.example.com`
 //! CRD take turns on the real cluster (`Kubectl::take_turn`).
 
+#[macro_use]
 #[path = "common/kubectl.rs"]
 mod kubectl_support;
 
 use std::time::Duration;
 
-use kubectl_support::Kubectl;
+use kubectl_support::{Ground, Kubectl};
 use serde_json::{Value, json};
 
-/// For each `fn NAME(k: &Kubectl)`: `NAME::sim` on a simulated cluster and
-/// `NAME::real` in a namespace of the shared real cluster.
-macro_rules! on_both_grounds {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[test]
-            fn sim() {
-                super::$name(&super::Kubectl::sim(stringify!($name)))
-            }
-            #[test]
-            fn real() {
-                let kubeconfig = super::kubectl_support::real::one_cluster().kubeconfig("home");
-                super::$name(&super::Kubectl::real(&kubeconfig, stringify!($name)))
-            }
-        }
-    )*};
-}
-
-on_both_grounds!(
+on_both_grounds!(sync Kubectl::on;
     create_reports_already_exists_on_second_create,
     client_side_apply_of_builtin_kinds_uses_three_way_strategic_merge,
     client_side_apply_of_custom_resources_uses_json_merge_patch,

@@ -10,10 +10,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind, Status};
-use kube::{Client, Config};
 use serde_json::{Value, json};
 use tfjob_federator::sim::{self, ClusterHandle, SimOptions};
 
@@ -21,7 +20,7 @@ use tfjob_federator::sim::{self, ClusterHandle, SimOptions};
 #[path = "real.rs"]
 pub mod real;
 use real::Launcher;
-pub use real::{Ground, test_namespace};
+pub use real::{Ground, client_for, test_namespace, with_namespace};
 
 /// How long `eventually` waits before failing.
 pub const EVENTUALLY: Duration = Duration::from_secs(5);
@@ -44,19 +43,7 @@ impl SimCluster {
 
     /// Calls `/_sim/<path>` and returns the JSON answer; panics on an error status.
     pub async fn admin(&self, method: hyper::Method, path: &str, body: Option<Value>) -> Value {
-        let request = hyper::Request::builder()
-            .method(method.clone())
-            .uri(format!("/_sim/{path}"))
-            .header("content-type", "application/json")
-            .body(body.map(|b| b.to_string().into_bytes()).unwrap_or_default())
-            .expect("admin request");
-        let text = self
-            .client
-            .request_text(request)
-            .await
-            .unwrap_or_else(|e| panic!("{method} /_sim/{path} failed: {e}"));
-        serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("/_sim/{path} answered {text:?}: {e}"))
+        admin_request(&self.client, method, path, body).await
     }
 
     /// Forgets the watch history: older resourceVersions now get 410.
@@ -81,15 +68,6 @@ impl SimCluster {
     pub async fn stop(self) {
         self.handle.stop().await;
     }
-}
-
-/// A client built the way a user would: kubeconfig YAML → `Config` → `Client`.
-pub async fn client_for(kubeconfig_yaml: &str) -> Client {
-    let kubeconfig = Kubeconfig::from_yaml(kubeconfig_yaml).expect("parse kubeconfig");
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("config from kubeconfig");
-    Client::try_from(config).expect("client from config")
 }
 
 /// Polls `check` until it returns `Some`, failing the test after [`EVENTUALLY`].
@@ -281,6 +259,29 @@ impl TestCluster {
         TestCluster::in_namespace(Ground::Real, &read_file(kubeconfig), test, None, None).await
     }
 
+    /// A simulated cluster of the test's own, or a namespace of the real
+    /// cluster the test binary shares.
+    pub async fn on(ground: Ground, test: &str) -> TestCluster {
+        match ground {
+            Ground::Sim => TestCluster::sim(test).await,
+            Ground::Real => {
+                let kubeconfig =
+                    tokio::task::spawn_blocking(|| real::one_cluster().kubeconfig("home"))
+                        .await
+                        .expect("the shared real cluster starts");
+                TestCluster::real(&kubeconfig, test).await
+            }
+        }
+    }
+
+    /// As `on`, but on the real ground a cluster of the test's own.
+    pub async fn on_private(ground: Ground, test: &str) -> TestCluster {
+        match ground {
+            Ground::Sim => TestCluster::sim(test).await,
+            Ground::Real => TestCluster::private_real(test).await,
+        }
+    }
+
     /// A real cluster of this test's own, for a test whose faults (partition,
     /// latency, errors, dropped watches) would hurt others on a shared one.
     pub async fn private_real(test: &str) -> TestCluster {
@@ -379,18 +380,6 @@ impl TestCluster {
 
 fn read_file(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
-}
-
-/// `kubeconfig` (YAML) with `namespace` as every context's namespace.
-pub fn with_namespace(kubeconfig: &str, namespace: &str) -> String {
-    let mut config: Value = serde_yaml::from_str(kubeconfig).expect("kubeconfig YAML");
-    for context in config["contexts"]
-        .as_array_mut()
-        .expect("contexts in the kubeconfig")
-    {
-        context["context"]["namespace"] = json!(namespace);
-    }
-    serde_yaml::to_string(&config).expect("kubeconfig YAML")
 }
 
 /// `/_sim/<path>` through `client` (the simulator, or a real cluster's fault

@@ -18,14 +18,14 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tfjob_federator::sim::{self, ClusterHandle, SimOptions};
 
 #[macro_use]
 #[path = "real.rs"]
 pub mod real;
 pub use real::Ground;
+use real::{client_for, with_namespace};
 
 /// The longest a single foreground kubectl run may take.
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -91,6 +91,15 @@ impl Kubectl {
             .expect("start simulated cluster");
         let kubeconfig = handle.kubeconfig();
         Kubectl::with(Ground::Sim, runtime, Some(handle), &kubeconfig, test, None)
+    }
+
+    /// A simulated cluster of the test's own, or the real cluster the test
+    /// binary shares; kubectl works in a namespace of the test's own.
+    pub fn on(ground: Ground, test: &str) -> Kubectl {
+        match ground {
+            Ground::Sim => Kubectl::sim(test),
+            Ground::Real => Kubectl::real(&real::one_cluster().kubeconfig("home"), test),
+        }
     }
 
     /// A simulated cluster of the test's own, kubectl working in a fresh
@@ -645,26 +654,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("build tokio runtime")
-}
-
-async fn client_for(kubeconfig_yaml: &str) -> kube::Client {
-    let kubeconfig = Kubeconfig::from_yaml(kubeconfig_yaml).expect("parse kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("config from kubeconfig");
-    kube::Client::try_from(config).expect("client from config")
-}
-
-/// `kubeconfig` (YAML) with `namespace` as every context's namespace.
-fn with_namespace(kubeconfig: &str, namespace: &str) -> String {
-    let mut config: Value = serde_yaml::from_str(kubeconfig).expect("kubeconfig YAML");
-    for context in config["contexts"]
-        .as_array_mut()
-        .expect("contexts in the kubeconfig")
-    {
-        context["context"]["namespace"] = json!(namespace);
-    }
-    serde_yaml::to_string(&config).expect("kubeconfig YAML")
 }
 
 async fn test_namespace(kubeconfig_yaml: &str, test: &str) -> String {

@@ -33,11 +33,42 @@ pub enum Ground {
     Real,
 }
 
-/// For each `async fn NAME(ground: Ground)` of the scenario list (or `fn`,
-/// after `sync:`), the tests `NAME::sim` and `NAME::real`: one source, both
-/// grounds.
+/// For each scenario `NAME` of the list, the tests `NAME::sim` and
+/// `NAME::real`: one source, both grounds. A scenario is
+/// - `async fn NAME(ground: Ground)`: `on_both_grounds!(NAME, …)`;
+/// - `async fn NAME(world: W)` where `async fn SETUP(Ground, &str) -> W`
+///   makes its world: `on_both_grounds!(async SETUP; NAME, …)`;
+/// - `fn NAME(ground: Ground)`: `on_both_grounds!(sync: NAME, …)`;
+/// - `fn NAME(world: &W)` where `fn SETUP(Ground, &str) -> W`:
+///   `on_both_grounds!(sync SETUP; NAME, …)`.
 #[allow(unused_macros)]
 macro_rules! on_both_grounds {
+    (async $setup:path; $($name:ident),* $(,)?) => {$(
+        mod $name {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sim() {
+                super::$name($setup(super::Ground::Sim, stringify!($name)).await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn real() {
+                super::$name($setup(super::Ground::Real, stringify!($name)).await).await
+            }
+        }
+    )*};
+    (sync $setup:path; $($name:ident),* $(,)?) => {$(
+        mod $name {
+            use super::*;
+            #[test]
+            fn sim() {
+                super::$name(&$setup(super::Ground::Sim, stringify!($name)))
+            }
+            #[test]
+            fn real() {
+                super::$name(&$setup(super::Ground::Real, stringify!($name)))
+            }
+        }
+    )*};
     (sync: $($name:ident),* $(,)?) => {$(
         mod $name {
             #[test]
@@ -224,14 +255,31 @@ impl RealClusters {
     }
 }
 
-pub async fn client_from_file(path: &Path) -> Client {
-    let yaml = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("read kubeconfig {}: {e}", path.display()));
-    let kubeconfig = Kubeconfig::from_yaml(&yaml).expect("parse kubeconfig");
+/// A client built the way a user would: kubeconfig YAML → `Config` → `Client`.
+pub async fn client_for(kubeconfig_yaml: &str) -> Client {
+    let kubeconfig = Kubeconfig::from_yaml(kubeconfig_yaml).expect("parse kubeconfig");
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .expect("config from kubeconfig");
     Client::try_from(config).expect("client from config")
+}
+
+pub async fn client_from_file(path: &Path) -> Client {
+    let yaml = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("read kubeconfig {}: {e}", path.display()));
+    client_for(&yaml).await
+}
+
+/// `kubeconfig` (YAML) with `namespace` as every context's namespace.
+pub fn with_namespace(kubeconfig: &str, namespace: &str) -> String {
+    let mut config: Value = serde_yaml::from_str(kubeconfig).expect("kubeconfig YAML");
+    for context in config["contexts"]
+        .as_array_mut()
+        .expect("contexts in the kubeconfig")
+    {
+        context["context"]["namespace"] = json!(namespace);
+    }
+    serde_yaml::to_string(&config).expect("kubeconfig YAML")
 }
 
 /// Server-side applies the documents of a manifest whose kind `keep` accepts.
