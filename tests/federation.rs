@@ -1528,6 +1528,37 @@ fn all_accesses(rules: &[PolicyRule]) -> Vec<serde_json::Value> {
     out
 }
 
+/// The rows of the README's table of what `account` may do, as accesses.
+fn readme_accesses(account: &str) -> Vec<serde_json::Value> {
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .expect("README.md");
+    let mut accesses = Vec::new();
+    for line in readme.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let [_, identity, group, resource, verbs, _] = cells.as_slice() else {
+            continue;
+        };
+        if !identity.contains(&format!("`{account}`")) {
+            continue;
+        }
+        let group = match group.trim_matches('`') {
+            "core" => "",
+            other => other,
+        };
+        for verb in verbs.split(',').map(str::trim) {
+            accesses.push(
+                json!({"apiGroup": group, "resource": resource.trim_matches('`'), "verb": verb}),
+            );
+        }
+    }
+    assert!(
+        !accesses.is_empty(),
+        "the README documents what {account} may do"
+    );
+    accesses
+}
+
 /// What `kubectl auth can-i --list --as USER` says USER may do (in the
 /// namespace tfjob-federator, so that Roles there count), as accesses.
 fn can_i_list(kubeconfig: &std::path::Path, user: &str) -> Vec<serde_json::Value> {
@@ -1691,6 +1722,14 @@ async fn the_shipped_rbac_allows_every_request_the_controller_makes(ground: Grou
             let granted = can_i_list(
                 &f._clusters.kubeconfig(cluster),
                 &format!("system:serviceaccount:tfjob-federator:{account}"),
+            );
+            let documented = readme_accesses(account);
+            let shown: Vec<&serde_json::Value> =
+                granted.iter().filter(|a| !granted_to_everyone(a)).collect();
+            assert!(
+                shown.iter().all(|a| documented.contains(a))
+                    && documented.iter().all(|a| shown.contains(&a)),
+                "{cluster}: kubectl auth can-i --list for {account} differs from the README's table:\n can-i: {shown:?}\n README: {documented:?}"
             );
             let missing: Vec<serde_json::Value> = all_accesses(role)
                 .into_iter()
