@@ -618,6 +618,39 @@ async fn pack_places_a_job_that_fits_one_member_entirely_there(ground: Ground) {
     );
 }
 
+/// A job in a namespace the members lack: the controller makes the
+/// namespace there, and its pods wait for the namespace's ServiceAccount,
+/// which a real cluster makes a moment later.
+async fn a_job_in_a_namespace_the_members_lack_runs_there(ground: Ground) {
+    let f = Federation::start_on(ground).await;
+    let namespace = real::test_namespace(&f.clients["home"], "team").await;
+    let jobs: Api<TensorFlowTrainingJob> = Api::namespaced(f.clients["home"].clone(), &namespace);
+    let job: TensorFlowTrainingJob =
+        serde_json::from_value(gpu_job("elsewhere", &[("worker", 2, 1)], json!({}), "1"))
+            .expect("valid job");
+    jobs.create(&Default::default(), &job)
+        .await
+        .expect("job created");
+    sim_kube::eventually_within("elsewhere Succeeded", Duration::from_secs(30), async || {
+        let job = jobs.get("elsewhere").await.ok()?;
+        let phase = serde_json::to_value(job.status.as_ref()?.phase?).ok()?;
+        (phase == "Succeeded").then_some(())
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(f.clients["member-1"].clone(), &namespace);
+    let ran = pods
+        .list(&ListParams::default().labels("federation.tfjob.io/job-name=elsewhere"))
+        .await
+        .expect("list pods")
+        .items;
+    assert_eq!(ran.len(), 2, "both replicas ran on member-1");
+    let problems = controller_problems(&f.dir);
+    assert!(
+        problems.is_empty(),
+        "controller warnings/errors: {problems:#?}"
+    );
+}
+
 async fn a_job_larger_than_any_cluster_spans_two_with_cross_cluster_tf_config(ground: Ground) {
     let f = Federation::start_on(ground).await;
     // 6 GPUs in all; each member has 4.
@@ -1783,6 +1816,7 @@ async fn the_shipped_rbac_allows_every_request_the_controller_makes(ground: Grou
 // the hundred-job run (four nodes per cluster; throughput is the
 // benchmarks' business).
 on_both_grounds!(
+    a_job_in_a_namespace_the_members_lack_runs_there,
     a_lost_member_fails_its_jobs_over_and_is_swept_when_it_returns,
     pack_places_a_job_that_fits_one_member_entirely_there,
     a_job_larger_than_any_cluster_spans_two_with_cross_cluster_tf_config,
