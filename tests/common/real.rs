@@ -5,11 +5,12 @@
 //! a controller owns the clusters while it runs, since a controller acts on
 //! every namespace and capacity is per cluster, not per namespace.
 //!
-//! The launcher builds the components on first use (many minutes on a cold
+//! The launcher builds the components on first use (minutes on a cold
 //! machine, progress on stderr). When Go or a component is missing the tests
 //! fail with a message naming the command that fixes it; nothing is skipped.
 //!
-//! Include with `#[path = "common/real.rs"] mod real;`.
+//! Included once per test binary, through `common/kube.rs` or
+//! `common/kubectl.rs` (`#[macro_use]` on those brings `on_both_grounds!`).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
