@@ -20,10 +20,12 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher;
 use serde_json::json;
 use tfjob_federator::sim::{self, SimOptions};
+
+#[path = "../tests/common/real.rs"]
+mod real;
 
 const CLIENTS: usize = 8;
 const WATCHES: usize = 2;
@@ -65,14 +67,6 @@ fn typical_pod(name: &str) -> Pod {
     .expect("the typical pod is a valid Pod")
 }
 
-async fn client(kubeconfig: &str) -> kube::Client {
-    let kc = Kubeconfig::from_yaml(kubeconfig).expect("kubeconfig parses");
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .expect("kubeconfig is usable");
-    kube::Client::try_from(config).expect("client builds")
-}
-
 /// Creates `total` pods named `<prefix>-<n>` from `CLIENTS` clients; returns the elapsed time.
 async fn create_pods(kubeconfig: &str, prefix: &str, total: usize) -> Duration {
     create_pods_shaped(kubeconfig, prefix, total, typical_pod).await
@@ -98,7 +92,7 @@ async fn create_pods_shaped(
     let started = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..CLIENTS {
-        let api: Api<Pod> = Api::namespaced(client(kubeconfig).await, "default");
+        let api: Api<Pod> = Api::namespaced(real::client_for(kubeconfig).await, "default");
         let next = next.clone();
         let prefix = prefix.to_string();
         tasks.push(tokio::spawn(async move {
@@ -126,7 +120,7 @@ async fn creates_per_second(ground: &str, kubeconfig: &str, total: usize) -> f64
     let seen = Arc::new(AtomicU64::new(0));
     let mut watches = Vec::new();
     for _ in 0..WATCHES {
-        let api: Api<Pod> = Api::namespaced(client(kubeconfig).await, "default");
+        let api: Api<Pod> = Api::namespaced(real::client_for(kubeconfig).await, "default");
         let seen = seen.clone();
         watches.push(tokio::spawn(async move {
             let mut events = watcher(api, watcher::Config::default()).boxed();
@@ -161,47 +155,6 @@ async fn creates_per_second(ground: &str, kubeconfig: &str, total: usize) -> f64
     rate
 }
 
-/// One real cluster of `hack/real-clusters` (built on first use), stopped
-/// when dropped (its standard input closes).
-struct RealCluster {
-    dir: std::path::PathBuf,
-    launcher: std::process::Child,
-}
-
-impl RealCluster {
-    fn start() -> RealCluster {
-        let dir = std::env::temp_dir().join(format!("bench-real-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let launcher = std::process::Command::new(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/real-clusters"),
-        )
-        .args(["--clusters", "1", "--kubeconfig-dir"])
-        .arg(&dir)
-        .env("REAL_CLUSTERS_EXIT_ON_STDIN_EOF", "1")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("hack/real-clusters starts (needs Go; hack/build-kube builds it)");
-        let mut cluster = RealCluster { dir, launcher };
-        let deadline = Instant::now() + Duration::from_secs(45 * 60);
-        while !cluster.dir.join("ready").exists() {
-            if let Ok(Some(status)) = cluster.launcher.try_wait() {
-                panic!("hack/real-clusters exited ({status}) before it was ready");
-            }
-            assert!(Instant::now() < deadline, "no real cluster after 45 min");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        cluster
-    }
-}
-
-impl Drop for RealCluster {
-    fn drop(&mut self) {
-        drop(self.launcher.stdin.take());
-        let _ = self.launcher.wait();
-    }
-}
-
 fn resident_memory_bytes() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
@@ -228,8 +181,8 @@ async fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(6_000);
     let real = {
-        let launcher = RealCluster::start();
-        let kubeconfig = std::fs::read_to_string(launcher.dir.join("home.kubeconfig"))
+        let launcher = real::Launcher::start(&["--clusters", "1"]);
+        let kubeconfig = std::fs::read_to_string(launcher.kubeconfig("home"))
             .expect("the real cluster's kubeconfig");
         creates_per_second("real", &kubeconfig, real_pods).await
     };
@@ -240,7 +193,7 @@ async fn main() {
 
     let remaining = pods.saturating_sub(THROUGHPUT_PODS);
     create_pods(&kubeconfig, "memory", remaining).await;
-    let api: Api<Pod> = Api::namespaced(client(&kubeconfig).await, "default");
+    let api: Api<Pod> = Api::namespaced(real::client_for(&kubeconfig).await, "default");
     let page = api
         .list_metadata(&kube::api::ListParams::default().limit(1))
         .await
@@ -267,7 +220,7 @@ async fn lifecycle() {
         .await
         .expect("cluster starts");
     let kubeconfig = cluster.kubeconfig();
-    let api: Api<Pod> = Api::namespaced(client(&kubeconfig).await, "default");
+    let api: Api<Pod> = Api::namespaced(real::client_for(&kubeconfig).await, "default");
     let succeeded = Arc::new(AtomicU64::new(0));
     let counter = succeeded.clone();
     tokio::spawn(async move {

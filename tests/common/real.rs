@@ -509,32 +509,8 @@ pub async fn clean_slate(clusters: &RealClusters, names: &[&str]) {
             .request_text(heal)
             .await
             .unwrap_or_else(|e| panic!("{cluster}: faults healed: {e}"));
-        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(client.clone());
-        let services: Api<k8s_openapi::api::core::v1::Service> = Api::all(client.clone());
-        for pod in pods
-            .list(&managed)
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default()
-        {
-            if let (Some(ns), Some(name)) = (pod.metadata.namespace, pod.metadata.name) {
-                let _ = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), &ns)
-                    .delete(&name, &Default::default())
-                    .await;
-            }
-        }
-        for service in services
-            .list(&managed)
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default()
-        {
-            if let (Some(ns), Some(name)) = (service.metadata.namespace, service.metadata.name) {
-                let _ = Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), &ns)
-                    .delete(&name, &Default::default())
-                    .await;
-            }
-        }
+        delete_all::<k8s_openapi::api::core::v1::Service>(&client, &managed).await;
+        let pods = delete_all::<k8s_openapi::api::core::v1::Pod>(&client, &managed).await;
         let deadline = Instant::now() + Duration::from_secs(30);
         while pods
             .list(&managed)
@@ -549,4 +525,30 @@ pub async fn clean_slate(clusters: &RealClusters, names: &[&str]) {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// Deletes every object of kind `K` that `selector` selects, in every
+/// namespace; returns the API over all namespaces.
+async fn delete_all<K>(client: &Client, selector: &ListParams) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let all: Api<K> = Api::all(client.clone());
+    for object in all
+        .list(selector)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        let meta = object.meta();
+        if let (Some(ns), Some(name)) = (&meta.namespace, &meta.name) {
+            let _ = Api::<K>::namespaced(client.clone(), ns)
+                .delete(name, &Default::default())
+                .await;
+        }
+    }
+    all
 }
