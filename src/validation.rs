@@ -219,11 +219,14 @@ fn check_replica_specs(spec: &TensorFlowTrainingJobSpec, errors: &mut Errors) {
                 &replica_type_names(),
             ),
             Some(t) if !seen.insert(t) => errors.duplicate(format!("{path}.type"), t.as_str()),
-            Some(ReplicaType::Chief) if replica.replicas > 1 => errors.invalid(
-                format!("{path}.replicas"),
-                replica.replicas,
-                "a job may have at most one chief",
-            ),
+            // TensorFlow's cluster spec holds one chief and one evaluator at most.
+            Some(t @ (ReplicaType::Chief | ReplicaType::Evaluator)) if replica.replicas > 1 => {
+                errors.invalid(
+                    format!("{path}.replicas"),
+                    replica.replicas,
+                    &format!("a job may have at most one {}", t.as_str()),
+                )
+            }
             Some(_) => {}
         }
         if replica.replicas < 0 {
@@ -543,11 +546,19 @@ mod tests {
     }
 
     #[test]
-    fn more_than_one_chief() {
+    fn more_than_one_chief_or_evaluator() {
         let errors = errors_for(json!({"replicaSpecs": [replica("chief", 2)]}));
         assert_eq!(
             errors,
             ["spec.replicaSpecs[0].replicas: Invalid value: 2: a job may have at most one chief"]
+        );
+        let errors =
+            errors_for(json!({"replicaSpecs": [replica("worker", 2), replica("evaluator", 3)]}));
+        assert_eq!(
+            errors,
+            [
+                "spec.replicaSpecs[1].replicas: Invalid value: 3: a job may have at most one evaluator"
+            ]
         );
         let errors =
             errors_for(json!({"replicaSpecs": [replica("chief", 1), replica("chief", 1)]}));
