@@ -23,6 +23,8 @@ pub enum JoinError {
     HomeClient(kube::Error),
     #[error("{what}: {source}")]
     Api { what: String, source: kube::Error },
+    #[error("--address-template: {0}")]
+    AddressTemplate(String),
 }
 
 /// How a member joins.
@@ -55,7 +57,7 @@ pub async fn install_crds(home: &Client) -> Result<(), JoinError> {
 
 /// Registers `name` with the kubeconfig `member_kubeconfig` (YAML),
 /// installing the CRDs on home first; nothing is written when the
-/// kubeconfig does not parse.
+/// kubeconfig does not parse or the address template is not usable.
 pub async fn join(
     home: &Client,
     name: &str,
@@ -63,6 +65,9 @@ pub async fn join(
     options: &JoinOptions,
 ) -> Result<(), JoinError> {
     Kubeconfig::from_yaml(member_kubeconfig)?;
+    if let Some(template) = &options.address_template {
+        crate::builders::check_address_template(template).map_err(JoinError::AddressTemplate)?;
+    }
     install_crds(home).await?;
     let params = PatchParams::apply(MANAGER).force();
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(home.clone());

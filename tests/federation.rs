@@ -196,6 +196,30 @@ async fn join_registers_and_updates_a_member() {
         members.get_opt("broken").await.expect("get").is_none(),
         "nothing registered for it"
     );
+    let unusable = join(
+        &dir,
+        "badly-addressed",
+        "member",
+        &["--address-template", "{svc}.example"],
+    )
+    .await;
+    assert!(
+        !unusable.status.success(),
+        "an unusable address template is refused"
+    );
+    assert!(
+        String::from_utf8_lossy(&unusable.stderr).contains("unknown placeholder {svc}"),
+        "{}",
+        String::from_utf8_lossy(&unusable.stderr)
+    );
+    assert!(
+        members
+            .get_opt("badly-addressed")
+            .await
+            .expect("get")
+            .is_none(),
+        "nothing registered for it"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -649,6 +673,64 @@ async fn a_job_in_a_namespace_the_members_lack_runs_there(ground: Ground) {
         problems.is_empty(),
         "controller warnings/errors: {problems:#?}"
     );
+}
+
+/// A member whose address template would write a bad TF_CONFIG takes no
+/// replicas and says why, until the template is fixed.
+async fn a_member_with_a_bad_address_template_is_not_ready_and_gets_no_replicas(ground: Ground) {
+    let f = Federation::start_on(ground).await;
+    let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
+    let template = |t: &str| kube::api::Patch::Merge(json!({"spec": {"addressTemplate": t}}));
+    members
+        .patch(
+            "member-1",
+            &Default::default(),
+            &template("{svc}.example.org"),
+        )
+        .await
+        .expect("template patched");
+    let (_, member) = sim_kube::eventually_within(
+        "member-1 not Ready for its template",
+        Duration::from_secs(20),
+        async || {
+            let (ready, member) = ready_of(&members, "member-1").await?;
+            let seen = member.status.as_ref()?.observed_generation == member.metadata.generation;
+            (ready == "False" && seen).then_some((ready, member))
+        },
+    )
+    .await;
+    let message = member
+        .status
+        .and_then(|s| {
+            s.conditions
+                .into_iter()
+                .find(|c| c.condition_type == "Ready")
+        })
+        .and_then(|c| c.message)
+        .unwrap_or_default();
+    assert!(
+        message.contains("addressTemplate") && message.contains("{svc}"),
+        "the condition says why: {message}"
+    );
+    f.submit(gpu_job("avoids", &[("worker", 2, 1)], json!({}), "1"))
+        .await;
+    f.wait_phase("avoids", "Succeeded", Duration::from_secs(30))
+        .await;
+    let pods = f.pods_by_cluster("avoids").await;
+    assert_eq!(
+        pods.keys().collect::<Vec<_>>(),
+        ["member-2"],
+        "nothing on member-1: {pods:?}"
+    );
+    members
+        .patch(
+            "member-1",
+            &Default::default(),
+            &template("{service}.{namespace}.{cluster}.example.org"),
+        )
+        .await
+        .expect("template fixed");
+    observed(&members, "member-1").await;
 }
 
 async fn a_job_larger_than_any_cluster_spans_two_with_cross_cluster_tf_config(ground: Ground) {
@@ -1817,6 +1899,7 @@ async fn the_shipped_rbac_allows_every_request_the_controller_makes(ground: Grou
 // benchmarks' business).
 on_both_grounds!(
     a_job_in_a_namespace_the_members_lack_runs_there,
+    a_member_with_a_bad_address_template_is_not_ready_and_gets_no_replicas,
     a_lost_member_fails_its_jobs_over_and_is_swept_when_it_returns,
     pack_places_a_job_that_fits_one_member_entirely_there,
     a_job_larger_than_any_cluster_spans_two_with_cross_cluster_tf_config,

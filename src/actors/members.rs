@@ -431,6 +431,15 @@ impl MemberSupervisor {
         });
     }
 
+    /// Why the member's spec keeps it from taking replicas: an address
+    /// template that would write a bad TF_CONFIG.
+    fn spec_problem(&self, name: &str) -> Option<String> {
+        let spec = self.specs.get(name)?;
+        crate::builders::check_address_template(&spec.spec.address_template)
+            .err()
+            .map(|e| format!("spec.addressTemplate: {e}"))
+    }
+
     fn home_target(&self) -> Target {
         Target {
             handle: self.shared.home.clone(),
@@ -471,7 +480,10 @@ impl MemberSupervisor {
             .into_iter()
             .filter_map(|n| Some((n, self.specs.get(n)?)))
         {
-            let member = self.members.get(name);
+            let member = self
+                .members
+                .get(name)
+                .filter(|_| self.spec_problem(name).is_none());
             states.push(ClusterState {
                 name: name.clone(),
                 labels: spec.labels().clone(),
@@ -761,6 +773,7 @@ impl Handler<Probed> for MemberSupervisor {
     fn handle(&mut self, msg: Probed, ctx: &mut Self::Context) {
         let _timer = self.shared.metrics.handling(ActorKind::MemberSupervisor);
         let timeout = self.shared.config.cluster_lost_timeout();
+        let problem = self.spec_problem(&msg.name);
         let Some(member) = self.members.get_mut(&msg.name) else {
             return;
         };
@@ -784,8 +797,11 @@ impl Handler<Probed> for MemberSupervisor {
         if sweep_due {
             message = format!("{message}; removing leftovers before it takes replicas");
         }
-        // Ready means "takes replicas": only once swept.
-        let placeable = member.placeable();
+        // Ready means "takes replicas": only once swept, and with a usable spec.
+        let placeable = member.placeable() && problem.is_none();
+        if let Some(problem) = problem {
+            message = problem;
+        }
         let capacity = placeable.then(|| member.capacity.snapshot());
         self.shared
             .metrics
