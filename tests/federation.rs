@@ -689,13 +689,13 @@ async fn a_member_with_a_bad_address_template_is_not_ready_and_gets_no_replicas(
         )
         .await
         .expect("template patched");
-    let (_, member) = sim_kube::eventually_within(
+    let member = sim_kube::eventually_within(
         "member-1 not Ready for its template",
         Duration::from_secs(20),
         async || {
             let (ready, member) = ready_of(&members, "member-1").await?;
             let seen = member.status.as_ref()?.observed_generation == member.metadata.generation;
-            (ready == "False" && seen).then_some((ready, member))
+            (ready == "False" && seen).then_some(member)
         },
     )
     .await;

@@ -220,29 +220,19 @@ fn mount_api_access(spec: &mut Map<String, Value>) {
         format!("kube-api-access-{suffix}")
     });
     let mut mounted = false;
-    for list in ["initContainers", "containers"] {
-        for container in spec
-            .get_mut(list)
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
+    for container in containers_mut(spec) {
+        let mounts = container.entry("volumeMounts").or_insert_with(|| json!([]));
+        let Some(mounts) = mounts.as_array_mut() else {
+            continue;
+        };
+        if mounts
+            .iter()
+            .any(|m| m.get("mountPath") == Some(&json!(TOKEN_MOUNT_PATH)))
         {
-            let Some(container) = container.as_object_mut() else {
-                continue;
-            };
-            let mounts = container.entry("volumeMounts").or_insert_with(|| json!([]));
-            let Some(mounts) = mounts.as_array_mut() else {
-                continue;
-            };
-            if mounts
-                .iter()
-                .any(|m| m.get("mountPath") == Some(&json!(TOKEN_MOUNT_PATH)))
-            {
-                continue;
-            }
-            mounts.push(json!({"name": volume, "readOnly": true, "mountPath": TOKEN_MOUNT_PATH}));
-            mounted = true;
+            continue;
         }
+        mounts.push(json!({"name": volume, "readOnly": true, "mountPath": TOKEN_MOUNT_PATH}));
+        mounted = true;
     }
     if mounted && existing.is_none() {
         let volumes = spec.entry("volumes").or_insert_with(|| json!([]));
@@ -286,32 +276,24 @@ fn default_pod_spec(spec: &mut serde_json::Map<String, Value>) {
     for (k, v) in defaults {
         spec.entry(k).or_insert(v);
     }
-    for list in ["containers", "initContainers"] {
-        for c in spec
-            .get_mut(list)
+    for c in containers_mut(spec) {
+        if !c.contains_key("imagePullPolicy") {
+            let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
+            c.insert("imagePullPolicy".into(), json!(pull_policy(image)));
+        }
+        c.entry("terminationMessagePath")
+            .or_insert_with(|| json!("/dev/termination-log"));
+        c.entry("terminationMessagePolicy")
+            .or_insert_with(|| json!("File"));
+        c.entry("resources").or_insert_with(|| json!({}));
+        for port in c
+            .get_mut("ports")
             .and_then(Value::as_array_mut)
             .into_iter()
             .flatten()
         {
-            let Some(c) = c.as_object_mut() else { continue };
-            if !c.contains_key("imagePullPolicy") {
-                let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
-                c.insert("imagePullPolicy".into(), json!(pull_policy(image)));
-            }
-            c.entry("terminationMessagePath")
-                .or_insert_with(|| json!("/dev/termination-log"));
-            c.entry("terminationMessagePolicy")
-                .or_insert_with(|| json!("File"));
-            c.entry("resources").or_insert_with(|| json!({}));
-            for port in c
-                .get_mut("ports")
-                .and_then(Value::as_array_mut)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(p) = port.as_object_mut() {
-                    p.entry("protocol").or_insert_with(|| json!("TCP"));
-                }
+            if let Some(p) = port.as_object_mut() {
+                p.entry("protocol").or_insert_with(|| json!("TCP"));
             }
         }
     }
@@ -413,27 +395,29 @@ fn pod_qos_class(pod: &Value) -> &'static str {
     }
 }
 
+/// Every container and init container of a pod spec.
+fn containers_mut(spec: &mut Map<String, Value>) -> impl Iterator<Item = &mut Map<String, Value>> {
+    spec.iter_mut()
+        .filter(|(list, _)| matches!(list.as_str(), "containers" | "initContainers"))
+        .filter_map(|(_, containers)| containers.as_array_mut())
+        .flatten()
+        .filter_map(Value::as_object_mut)
+}
+
 /// A pod's containers request what they limit unless they say otherwise
 /// (upstream defaults this on pods, not on pod templates).
 fn default_requests_to_limits(spec: &mut Map<String, Value>) {
-    for list in ["containers", "initContainers"] {
-        for c in spec
-            .get_mut(list)
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-        {
-            let Some(resources) = c.get_mut("resources").and_then(Value::as_object_mut) else {
-                continue;
-            };
-            let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() else {
-                continue;
-            };
-            let requests = resources.entry("requests").or_insert_with(|| json!({}));
-            if let Some(requests) = requests.as_object_mut() {
-                for (name, value) in limits {
-                    requests.entry(name).or_insert(value);
-                }
+    for c in containers_mut(spec) {
+        let Some(resources) = c.get_mut("resources").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() else {
+            continue;
+        };
+        let requests = resources.entry("requests").or_insert_with(|| json!({}));
+        if let Some(requests) = requests.as_object_mut() {
+            for (name, value) in limits {
+                requests.entry(name).or_insert(value);
             }
         }
     }
