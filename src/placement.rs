@@ -507,62 +507,6 @@ fn deal(
     })
 }
 
-/// The placement decided for a job (`{"worker-0": "member-1", …}`), kept
-/// on the job so that a restarted controller reuses it.
-pub const PLACEMENT_ANNOTATION: &str = "federation.tfjob.io/placement";
-/// The job's placement epoch: 0 at first, one more each time the job is
-/// re-placed after losing a cluster. Objects of older epochs are garbage.
-pub const EPOCH_ANNOTATION: &str = "federation.tfjob.io/placement-epoch";
-
-/// What a job's annotations say about its placement.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Recorded {
-    pub epoch: u64,
-    /// Replica (as `worker-0`) → cluster; None when not decided yet.
-    pub placement: Option<BTreeMap<String, String>>,
-}
-
-impl Recorded {
-    pub fn of(annotations: &BTreeMap<String, String>) -> Recorded {
-        Recorded {
-            epoch: annotations
-                .get(EPOCH_ANNOTATION)
-                .and_then(|e| e.parse().ok())
-                .unwrap_or(0),
-            placement: annotations
-                .get(PLACEMENT_ANNOTATION)
-                .and_then(|text| serde_json::from_str(text).ok()),
-        }
-    }
-
-    /// The assignment, if it names a cluster for every one of `keys`.
-    pub fn assignment(&self, keys: &[ReplicaKey]) -> Option<Assignment> {
-        let placement = self.placement.as_ref()?;
-        keys.iter()
-            .map(|k| Some((*k, placement.get(&k.to_string())?.clone())))
-            .collect()
-    }
-
-    /// The clusters the placement uses.
-    pub fn clusters(&self) -> Option<std::collections::BTreeSet<String>> {
-        Some(self.placement.as_ref()?.values().cloned().collect())
-    }
-
-    /// The merge patch that records `epoch` and the assignment (or removes
-    /// the placement, for a job to be placed anew).
-    pub fn patch(epoch: u64, assignment: Option<&Assignment>) -> serde_json::Value {
-        let placement = assignment.map(|a| {
-            let map: BTreeMap<String, String> =
-                a.iter().map(|(k, c)| (k.to_string(), c.clone())).collect();
-            serde_json::Value::String(serde_json::to_string(&map).unwrap_or_default())
-        });
-        serde_json::json!({"metadata": {"annotations": {
-            PLACEMENT_ANNOTATION: placement,
-            EPOCH_ANNOTATION: epoch.to_string(),
-        }}})
-    }
-}
-
 /// Capacity promised to placed jobs whose pods the clusters do not show yet.
 #[derive(Debug, Default, Clone)]
 pub struct Ledger {
@@ -825,43 +769,6 @@ mod tests {
             ..Policy::default()
         };
         assert_ne!(shape(&a, &policy), shape(&a, &spread));
-    }
-
-    #[test]
-    fn a_recorded_placement_round_trips_through_its_patch() {
-        let keys = [
-            ReplicaKey::new(ReplicaType::Worker, 0),
-            ReplicaKey::new(ReplicaType::Worker, 1),
-        ];
-        let assignment: Assignment = [
-            (keys[0], "member-1".to_string()),
-            (keys[1], "member-2".to_string()),
-        ]
-        .into_iter()
-        .collect();
-        let patch = Recorded::patch(3, Some(&assignment));
-        let annotations: BTreeMap<String, String> =
-            serde_json::from_value(patch["metadata"]["annotations"].clone()).expect("strings");
-        let recorded = Recorded::of(&annotations);
-        assert_eq!(recorded.epoch, 3);
-        assert_eq!(recorded.assignment(&keys), Some(assignment));
-        assert_eq!(
-            recorded
-                .clusters()
-                .map(|c| c.into_iter().collect::<Vec<_>>()),
-            Some(vec!["member-1".to_string(), "member-2".to_string()])
-        );
-        let more = [keys[0], keys[1], ReplicaKey::new(ReplicaType::Ps, 0)];
-        assert_eq!(
-            recorded.assignment(&more),
-            None,
-            "a replica without a cluster"
-        );
-
-        let cleared = Recorded::patch(4, None);
-        assert!(cleared["metadata"]["annotations"][PLACEMENT_ANNOTATION].is_null());
-        assert_eq!(cleared["metadata"]["annotations"][EPOCH_ANNOTATION], "4");
-        assert_eq!(Recorded::of(&BTreeMap::new()), Recorded::default());
     }
 
     #[test]

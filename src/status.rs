@@ -222,6 +222,72 @@ pub fn handled_exits(status: &TensorFlowTrainingJobStatus) -> BTreeSet<String> {
         .collect()
 }
 
+/// The replicas as a stored status shows them, so a restarted controller
+/// writes them again unchanged until their actors report.
+pub fn views_of(
+    status: &TensorFlowTrainingJobStatus,
+    job_name: &str,
+) -> BTreeMap<ReplicaKey, ReplicaView> {
+    let mut views = BTreeMap::new();
+    for task in &status.tasks {
+        let Some(replica_type) = ReplicaType::parse(&task.replica_type) else {
+            continue;
+        };
+        let prefix = format!("{job_name}-{replica_type}-");
+        for replica in &task.replica_status {
+            let Some(index) = replica
+                .name
+                .strip_prefix(&prefix)
+                .and_then(|i| i.parse().ok())
+            else {
+                continue;
+            };
+            let key = ReplicaKey::new(replica_type, index);
+            views.insert(
+                key,
+                ReplicaView {
+                    key,
+                    pod_name: replica.name.clone(),
+                    uid: replica.uid.clone(),
+                    phase: replica.phase,
+                    containers: replica.containers.clone(),
+                    cluster: replica.cluster.clone(),
+                    exit_code: replica
+                        .containers
+                        .iter()
+                        .find(|c| c.name == crate::api::TENSORFLOW_CONTAINER)
+                        .and_then(|c| c.exit_code),
+                },
+            );
+        }
+    }
+    views
+}
+
+/// The JSON merge patch that makes the stored status equal `status`: a
+/// field that is absent now is removed (`null`), not left as it was.
+pub fn merge_patch(status: &TensorFlowTrainingJobStatus) -> serde_json::Value {
+    let mut value = serde_json::to_value(status).unwrap_or_default();
+    if let Some(fields) = value.as_object_mut() {
+        for field in [
+            "tasks",
+            "tensorboard",
+            "conditions",
+            "phase",
+            "startTime",
+            "placement",
+        ] {
+            fields.entry(field).or_insert(serde_json::Value::Null);
+        }
+        if let Some(placement) = fields.get_mut("placement").and_then(|p| p.as_object_mut()) {
+            placement
+                .entry("assignment")
+                .or_insert(serde_json::Value::Null);
+        }
+    }
+    serde_json::json!({ "status": value })
+}
+
 pub fn aggregate(views: &[ReplicaView]) -> Aggregate {
     let mut a = Aggregate::default();
     for v in views {
@@ -294,14 +360,19 @@ pub fn condition(
         .find(|c| c.condition_type == condition_type)
 }
 
-/// The job's `status.tensorboard` from its TensorBoard as last seen: ready
-/// once the TensorBoard's own `status.phase` is Running. A TensorBoard
-/// without a status yet was just created.
-pub fn tensorboard(board: &kube::api::DynamicObject) -> DependentStatus {
-    use kube::ResourceExt;
+/// The job's `status.tensorboard` from its TensorBoard (as JSON) as last
+/// seen: ready once the TensorBoard's own `status.phase` is Running. A
+/// TensorBoard without a status yet was just created.
+pub fn tensorboard(board: &serde_json::Value) -> DependentStatus {
     let resource = crate::builders::tensorboard_resource();
-    let name = board.name_any();
-    let phase = board.data.pointer("/status/phase").and_then(|p| p.as_str());
+    let text = |pointer: &str| {
+        board
+            .pointer(pointer)
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    let name = text("/metadata/name").unwrap_or_default();
+    let phase = board.pointer("/status/phase").and_then(|p| p.as_str());
     let (action, ready, note) = match phase {
         Some("Running") => ("NOP", true, format!("TensorBoard [{name}] is ready")),
         Some(phase) => (
@@ -321,8 +392,8 @@ pub fn tensorboard(board: &kube::api::DynamicObject) -> DependentStatus {
             api_version: resource.api_version,
             kind: resource.kind,
             name,
-            namespace: board.namespace(),
-            uid: board.uid(),
+            namespace: text("/metadata/namespace"),
+            uid: text("/metadata/uid"),
         }),
         note: Some(note),
         ready,
@@ -573,12 +644,8 @@ mod tests {
     #[test]
     fn tensorboard_readiness_follows_its_phase() {
         let board = |status: serde_json::Value| {
-            let mut object =
-                kube::api::DynamicObject::new("mnist", &crate::builders::tensorboard_resource())
-                    .within("ml")
-                    .data(serde_json::json!({"spec": {}, "status": status}));
-            object.metadata.uid = Some("u-1".into());
-            object
+            serde_json::json!({"metadata": {"name": "mnist", "namespace": "ml", "uid": "u-1"},
+                "spec": {}, "status": status})
         };
         let created = tensorboard(&board(serde_json::Value::Null));
         assert!(!created.ready);

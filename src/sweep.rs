@@ -10,8 +10,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use crate::api::TensorFlowTrainingJobStatus;
 use crate::builders::{JOB_UID_LABEL, PLACEMENT_EPOCH_LABEL};
-use crate::placement::Recorded;
 
 /// What the sweep needs to know of a job on home.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -22,11 +22,14 @@ pub struct JobRecord {
 }
 
 impl JobRecord {
-    pub fn of(annotations: &BTreeMap<String, String>) -> JobRecord {
-        let recorded = Recorded::of(annotations);
+    /// From the placement the job's status records.
+    pub fn of(status: Option<&TensorFlowTrainingJobStatus>) -> JobRecord {
+        let recorded = status.and_then(|s| s.placement.as_ref());
         JobRecord {
-            epoch: recorded.epoch,
-            clusters: recorded.clusters(),
+            epoch: recorded.map_or(0, |p| p.epoch),
+            clusters: recorded
+                .and_then(|p| p.assignment.as_ref())
+                .map(|a| a.values().cloned().collect()),
         }
     }
 }
@@ -111,14 +114,12 @@ mod tests {
     }
 
     #[test]
-    fn a_job_record_reads_the_annotations() {
-        let record = JobRecord::of(&labels(&[
-            (crate::placement::EPOCH_ANNOTATION, "5"),
-            (
-                crate::placement::PLACEMENT_ANNOTATION,
-                r#"{"worker-0":"member-2"}"#,
-            ),
-        ]));
+    fn a_job_record_reads_the_recorded_placement() {
+        let status: TensorFlowTrainingJobStatus = serde_json::from_value(serde_json::json!(
+            {"placement": {"epoch": 5, "assignment": {"worker-0": "member-2"}}}
+        ))
+        .expect("a status");
+        let record = JobRecord::of(Some(&status));
         assert_eq!(record.epoch, 5);
         assert_eq!(
             record.clusters,

@@ -9,9 +9,6 @@
 //! The CRD schema deliberately leaves these checks to this module (no enums or
 //! bounds in the schema), so the API server and the simulator store the job and
 //! the user sees the message in the job's status.
-//!
-//! `validate_update` holds the rules that compare two generations of a job
-//! (only `resumeSpecs` immutability); it does not re-run `validate`.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -123,22 +120,6 @@ pub fn validate(job: &TensorFlowTrainingJob) -> Result<(), ValidationError> {
         errors.required(
             "spec.tensorboardSpec.trainingLogFilesets",
             "at least one fileset holding the training logs is needed",
-        );
-    }
-    errors.into_result()
-}
-
-/// Checks the rules that compare the stored job with an update of it.
-pub fn validate_update(
-    old: &TensorFlowTrainingJob,
-    new: &TensorFlowTrainingJob,
-) -> Result<(), ValidationError> {
-    let mut errors = Errors::default();
-    if old.spec.resume_specs() != new.spec.resume_specs() {
-        errors.push(
-            "spec.runMode.pause.resumeSpecs",
-            "Forbidden: resumeSpecs may not change after the job is created; \
-             set them before pausing (restore the previous value)",
         );
     }
     errors.into_result()
@@ -822,25 +803,5 @@ mod tests {
             error.to_string(),
             format!("{}; {}", error.errors[0], error.errors[1])
         );
-    }
-
-    #[test]
-    fn resume_specs_may_not_change() {
-        let mut spec = valid_spec();
-        spec["runMode"] = json!({"pause": {"enabled": true,
-            "resumeSpecs": [{"type": "worker", "command": ["python", "resume.py"]}]}});
-        let old = job("mnist", spec.clone());
-        // Toggling pause is fine.
-        spec["runMode"]["pause"]["enabled"] = json!(false);
-        assert_eq!(validate_update(&old, &job("mnist", spec.clone())), Ok(()));
-        spec["runMode"]["pause"]["resumeSpecs"][0]["args"] = json!(["--epochs", "3"]);
-        let error = validate_update(&old, &job("mnist", spec)).expect_err("changed");
-        assert_eq!(
-            error.to_string(),
-            "spec.runMode.pause.resumeSpecs: Forbidden: resumeSpecs may not change after the \
-             job is created; set them before pausing (restore the previous value)"
-        );
-        // Removing the pause section removes the resume specs: also a change.
-        assert!(validate_update(&old, &job("mnist", valid_spec())).is_err());
     }
 }

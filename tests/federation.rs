@@ -12,7 +12,6 @@ use base64::Engine;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::PolicyRule;
-use kube::ResourceExt;
 use kube::api::Api;
 use kube::api::ListParams;
 use kube::config::Kubeconfig;
@@ -621,9 +620,9 @@ async fn pack_places_a_job_that_fits_one_member_entirely_there(ground: Ground) {
         ["member-1"],
         "all replicas on one member: {pods:?}"
     );
-    let clusters: Vec<Option<String>> = done
-        .status
-        .expect("status")
+    let status = done.status.expect("status");
+    let placement = status.placement.clone();
+    let clusters: Vec<Option<String>> = status
         .tasks
         .iter()
         .flat_map(|t| t.replica_status.iter().map(|r| r.cluster.clone()))
@@ -633,12 +632,10 @@ async fn pack_places_a_job_that_fits_one_member_entirely_there(ground: Ground) {
         vec![Some("member-1".to_string()); 3],
         "replicaStatus names the cluster"
     );
-    let recorded = done.metadata.annotations.unwrap_or_default();
+    let recorded = placement.and_then(|p| p.assignment).unwrap_or_default();
     assert!(
-        recorded
-            .get("federation.tfjob.io/placement")
-            .is_some_and(|p| p.contains("member-1")),
-        "the placement is recorded on the job"
+        !recorded.is_empty() && recorded.values().all(|c| c == "member-1"),
+        "the placement is recorded in the job's status: {recorded:?}"
     );
 }
 
@@ -1348,10 +1345,12 @@ async fn a_lost_member_fails_its_jobs_over_and_is_swept_when_it_returns(ground: 
         "re-placed on {other}: {last:?}"
     );
     assert_eq!(
-        done.annotations()
-            .get("federation.tfjob.io/placement-epoch")
-            .map(String::as_str),
-        Some("1")
+        done.status
+            .as_ref()
+            .and_then(|s| s.placement.as_ref())
+            .map(|p| p.epoch),
+        Some(1),
+        "the failover moved the placement epoch"
     );
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(f.clients["home"].clone(), "default");

@@ -43,8 +43,10 @@ impl ClusterHandle {
         self.pods.get(&key).map(|p| p.clone())
     }
 
-    pub fn unregister(&self, key: &PodKey) {
-        self.routes.remove(key);
+    /// Stops routing the pod's changes to `recipient` (not to a newer
+    /// actor that registered the same pod since).
+    pub fn unregister(&self, key: &PodKey, recipient: &Recipient<PodChanged>) {
+        self.routes.remove_if(key, |_, routed| routed == recipient);
     }
 
     /// Cached managed pods matching a predicate (no API call).

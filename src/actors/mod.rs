@@ -3,6 +3,7 @@
 //! decisions they act on live in the pure modules (`validation`,
 //! `builders`, `lifecycle`, `status`).
 
+pub mod call;
 pub mod cluster;
 pub mod job;
 pub mod manager;

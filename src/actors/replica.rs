@@ -1,12 +1,18 @@
-//! ReplicaActor: owns one replica (type, index) of a job. It makes sure the
-//! replica's pod and service exist on its cluster, re-creates the pod when
-//! the job asks for a restart, deletes it when the job is done with it, and
-//! reports every change of its pod to the JobActor. It never writes the job.
+//! ReplicaActor: the one writer of one replica's pod and service on its
+//! cluster. Started with an intent (`lifecycle::machine::Intent`): run (make
+//! sure pod and service exist, replace the pod when the job asks for a
+//! restart), finish (the job ended: apply the clean-up policy to whatever
+//! pod there is — also one an earlier controller left), or retire (delete
+//! pod and service, report `TornDown`, stop). It reports every change of its
+//! pod to the JobActor and never writes the job.
 //!
-//! A replica belongs to one placement epoch (its pod's
-//! `placement-epoch` label). A pod of another epoch under the same name —
-//! left by an earlier placement — is not its pod: it is deleted, never
-//! reported, and the replica's own pod is created once it is gone.
+//! A replica belongs to one placement epoch (its pod's `placement-epoch`
+//! label). A pod of another epoch under the same name — left by an earlier
+//! placement — is not its pod: it is deleted, never reported, and the
+//! replica's own pod is created once it is gone. A pod or service under the
+//! replica's name that this controller did not make (no managed-by label) is
+//! never touched: the replica reports the name taken and tries again, with
+//! backoff, until the name is free.
 
 use std::sync::Arc;
 
@@ -15,9 +21,11 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 
+use super::call::{self, Backoff, Kind, Outcome};
 use super::cluster::{ClusterHandle, PodChanged, PodKey};
-use crate::api::{CleanUpPolicy, ReplicaKey};
-use crate::lifecycle;
+use crate::api::{CleanUpPolicy, ReplicaKey, ReplicaPhase};
+use crate::builders::{MANAGED_BY_LABEL, MANAGER};
+use crate::lifecycle::{self, machine::Intent};
 use crate::status::ReplicaView;
 use crate::telemetry::ActorKind;
 use crate::telemetry::metrics::ReplicaCensus;
@@ -27,7 +35,10 @@ use crate::telemetry::metrics::ReplicaCensus;
 #[rtype(result = "()")]
 pub struct ReplicaReport {
     pub view: ReplicaView,
-    pub epoch: Option<u64>,
+    pub epoch: u64,
+    /// Its pod or service cannot be created: an object it does not own has
+    /// the name (this says which).
+    pub blocked: Option<String>,
 }
 
 /// The replica's pod and service are gone (after `Teardown`).
@@ -39,7 +50,7 @@ pub struct TornDown(pub ReplicaKey);
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Restart {
-    pub uid: Option<String>,
+    pub uid: String,
 }
 
 /// The job is done with this replica: no new pod; the clean-up policy
@@ -62,24 +73,32 @@ pub struct Teardown;
 #[rtype(result = "()")]
 pub struct Abandon;
 
-pub struct ReplicaActor {
-    key: ReplicaKey,
-    /// The placement epoch of `desired_pod` (its label).
-    epoch: Option<u64>,
+/// What a replica actor is given.
+pub struct ReplicaSetup {
+    pub key: ReplicaKey,
+    pub job_name: String,
+    pub namespace: String,
+    pub epoch: u64,
+    pub cluster: ClusterHandle,
+    /// The pod and service to create; needed only to run.
+    pub desired: Option<(Pod, Service)>,
     /// Export the service to the clusterset (the member's `exportServices`).
-    export_services: bool,
+    pub export_services: bool,
+    pub intent: Intent,
+    pub job: Recipient<ReplicaReport>,
+    pub torn_down: Recipient<TornDown>,
+    pub backoff: Backoff,
+}
+
+pub struct ReplicaActor {
+    setup: ReplicaSetup,
     pod_key: PodKey,
-    cluster: ClusterHandle,
-    desired_pod: Pod,
-    desired_service: Service,
-    job: Recipient<ReplicaReport>,
-    torn_down: Recipient<TornDown>,
     current: Option<Arc<Pod>>,
     /// The uid of a pod of another epoch holding the name, being deleted.
     obstacle: Option<String>,
     /// The uid of the last pod seen, reported once the pod is gone.
     last_uid: Option<String>,
-    /// Whether the replica should have a pod (false once finished or paused).
+    /// Whether the replica should have a pod (false once finished or retiring).
     wants_pod: bool,
     /// The job ended with this clean-up policy.
     finished: Option<CleanUpPolicy>,
@@ -91,149 +110,180 @@ pub struct ReplicaActor {
     /// A create request is in flight.
     creating: bool,
     tearing_down: bool,
-    retry: std::time::Duration,
+    /// Why the pod or service cannot be created now, and the failed tries.
+    blocked: Option<String>,
+    blocked_tries: u32,
     /// This actor and its replica's cluster and phase, in the metrics.
     census: ReplicaCensus,
 }
 
 impl ReplicaActor {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        key: ReplicaKey,
-        cluster: ClusterHandle,
-        desired_pod: Pod,
-        desired_service: Service,
-        job: Recipient<ReplicaReport>,
-        torn_down: Recipient<TornDown>,
-        retry: std::time::Duration,
-    ) -> ReplicaActor {
+    pub fn new(setup: ReplicaSetup) -> ReplicaActor {
         let pod_key = (
-            desired_pod.metadata.namespace.clone().unwrap_or_default(),
-            desired_pod.metadata.name.clone().unwrap_or_default(),
+            setup.namespace.clone(),
+            setup.key.object_name(&setup.job_name),
         );
+        let (wants_pod, finished, tearing_down) = match setup.intent {
+            Intent::Run(_) => (setup.desired.is_some(), None, false),
+            Intent::Finish(policy) => (false, Some(policy), false),
+            Intent::Retire => (false, None, true),
+        };
         ReplicaActor {
-            epoch: epoch_of(&desired_pod),
-            census: cluster.metrics.replica_census(&cluster.name),
-            key,
-            export_services: false,
+            census: setup.cluster.metrics.replica_census(&setup.cluster.name),
+            setup,
             pod_key,
-            cluster,
-            desired_pod,
-            desired_service,
-            job,
-            torn_down,
             current: None,
             obstacle: None,
             last_uid: None,
-            wants_pod: true,
-            finished: None,
+            wants_pod,
+            finished,
             cleaning: None,
             service_deleted: false,
             service_gone: false,
             creating: false,
-            tearing_down: false,
-            retry,
+            tearing_down,
+            blocked: None,
+            blocked_tries: 0,
         }
     }
 
-    /// Also create a ServiceExport for the replica's service.
-    pub fn exporting_services(mut self, export: bool) -> ReplicaActor {
-        self.export_services = export;
-        self
+    fn cluster(&self) -> &ClusterHandle {
+        &self.setup.cluster
     }
 
-    /// The job's name, for logs (from the pod's label).
-    fn job_name(&self) -> &str {
-        self.desired_pod
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(crate::builders::JOB_NAME_LABEL))
-            .map_or("", String::as_str)
+    /// Names the replica in the log and in API-call retries.
+    fn what(&self, action: &str) -> String {
+        format!(
+            "{action} {}/{} on {}",
+            self.pod_key.0,
+            self.pod_key.1,
+            self.cluster().name
+        )
     }
 
     fn pods(&self) -> Api<Pod> {
-        Api::namespaced(self.cluster.client.clone(), &self.pod_key.0)
+        Api::namespaced(self.cluster().client.clone(), &self.pod_key.0)
+    }
+
+    fn services(&self) -> Api<Service> {
+        Api::namespaced(self.cluster().client.clone(), &self.pod_key.0)
     }
 
     fn report(&self) {
+        let cluster = Some(self.cluster().name.clone());
         let view = match &self.current {
-            Some(pod) => ReplicaView::of_pod(self.key, pod, Some(self.cluster.name.clone())),
-            None if self.wants_pod => ReplicaView::creating(
-                self.key,
-                self.pod_key.1.clone(),
-                Some(self.cluster.name.clone()),
-            ),
+            Some(pod) => ReplicaView::of_pod(self.setup.key, pod, cluster),
             None => {
-                let mut view = ReplicaView::creating(
-                    self.key,
-                    self.pod_key.1.clone(),
-                    Some(self.cluster.name.clone()),
-                );
-                view.phase = crate::api::ReplicaPhase::Deleted;
-                view.uid = self.last_uid.clone();
+                let mut view =
+                    ReplicaView::creating(self.setup.key, self.pod_key.1.clone(), cluster);
+                if !self.wants_pod {
+                    view.phase = ReplicaPhase::Deleted;
+                    view.uid = self.last_uid.clone();
+                }
                 view
             }
         };
         self.census.show(view.phase);
         super::tell(
-            &self.job,
+            &self.setup.job,
             ReplicaReport {
                 view,
-                epoch: self.epoch,
+                epoch: self.setup.epoch,
+                blocked: self.blocked.clone(),
             },
-            &self.cluster.metrics,
+            &self.cluster().metrics,
             ActorKind::Job,
         );
     }
 
-    fn ensure_service(&self, ctx: &mut Context<Self>) {
-        let api: Api<Service> = Api::namespaced(self.cluster.client.clone(), &self.pod_key.0);
-        let service = self.desired_service.clone();
-        let retry = self.retry;
+    /// The name is taken by an object not ours: say so, try again later.
+    fn blocked_by(&mut self, ctx: &mut Context<Self>, kind: &str) {
+        let message = format!(
+            "{kind} {}/{} on cluster {} exists and is not managed by {MANAGER}; replica {} \
+             waits for the name to be free",
+            self.pod_key.0,
+            self.pod_key.1,
+            self.cluster().name,
+            self.setup.key
+        );
+        if self.blocked.as_deref() != Some(&message) {
+            tracing::warn!(replica = %self.pod_key.1, cluster = %self.cluster().name, "{message}");
+            self.blocked = Some(message);
+            self.report();
+        }
+        self.blocked_tries = self.blocked_tries.saturating_add(1);
+        let delay = self.setup.backoff.delay(self.blocked_tries);
+        ctx.run_later(delay, |act, ctx| {
+            act.ensure_service(ctx);
+            act.ensure_pod(ctx);
+        });
+    }
+
+    fn unblocked(&mut self) {
+        if self.blocked.take().is_some() {
+            self.blocked_tries = 0;
+            self.report();
+        }
+    }
+
+    fn ensure_service(&mut self, ctx: &mut Context<Self>) {
+        let Some((_, service)) = self.setup.desired.clone() else {
+            return;
+        };
+        if !self.wants_pod {
+            return;
+        }
+        let api = self.services();
+        let (backoff, what) = (self.setup.backoff, self.what("creating service"));
+        let name = self.pod_key.1.clone();
         ctx.spawn(
             async move {
-                match api.create(&PostParams::default(), &service).await {
-                    // An existing service (after a restart) is exported as it is.
-                    Err(kube::Error::Api(e)) if e.code == 409 => api.get(&service.metadata.name.clone().unwrap_or_default()).await,
-                    other => other,
+                let post = PostParams::default();
+                match call::call(Kind::Create, backoff, &what, || api.create(&post, &service)).await? {
+                    Outcome::Done(created) => Ok(Some(created)),
+                    // An existing service (after a restart) is kept as it is, if ours.
+                    _ => match call::call(Kind::Write, backoff, &what, || api.get(&name)).await? {
+                        Outcome::Done(existing) => Ok(Some(existing)),
+                        // Deleted meanwhile: the next try creates it.
+                        _ => Ok(None),
+                    },
                 }
             }
             .into_actor(self)
-            .map(move |result, act, ctx| match result {
-                Ok(service) => act.export_service(ctx, &service),
-                Err(e) => {
-                    tracing::warn!(job = %act.job_name(), replica = %act.key, cluster = %act.cluster.name, error = %e, "creating service failed; retrying");
-                    ctx.run_later(retry, |act, ctx| act.ensure_service(ctx));
-                }
+            .map(|result: kube::Result<Option<Service>>, act, ctx| match result {
+                Ok(Some(service)) if is_ours(&service) => act.export_service(ctx, &service),
+                Ok(Some(_)) => act.blocked_by(ctx, "service"),
+                // Deleted between our create and our read: create it again.
+                Ok(None) => act.ensure_service(ctx),
+                Err(e) => tracing::warn!(replica = %act.pod_key.1, cluster = %act.cluster().name, error = %e, "creating service refused"),
             }),
         );
     }
 
     /// With the member's `exportServices`, a ServiceExport per service.
     fn export_service(&self, ctx: &mut Context<Self>, service: &Service) {
-        if !self.export_services {
+        if !self.setup.export_services {
             return;
         }
         let Some(export) = crate::builders::build_service_export(service) else {
             return;
         };
         let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
-            self.cluster.client.clone(),
+            self.cluster().client.clone(),
             &self.pod_key.0,
             &crate::builders::service_export_resource(),
         );
-        let cluster = self.cluster.name.clone();
-        let (job, replica) = (self.job_name().to_string(), self.key);
+        let (backoff, what) = (self.setup.backoff, self.what("exporting service"));
+        let cluster = self.cluster().name.clone();
         ctx.spawn(
             async move {
-                match api.create(&PostParams::default(), &export).await {
+                let post = PostParams::default();
+                match call::call(Kind::Create, backoff, &what, || api.create(&post, &export)).await {
                     Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 409 => {}
                     Err(kube::Error::Api(e)) if e.code == 404 => {
-                        tracing::warn!(%job, %replica, %cluster, "cannot export services: the ServiceExport CRD (multicluster.x-k8s.io) is not installed");
+                        tracing::warn!(%cluster, "cannot export services: the ServiceExport CRD (multicluster.x-k8s.io) is not installed");
                     }
-                    Err(e) => tracing::warn!(%job, %replica, %cluster, error = %e, "creating ServiceExport failed"),
+                    Err(e) => tracing::warn!(%cluster, error = %e, "{what} refused"),
                 }
             }
             .into_actor(self),
@@ -242,6 +292,9 @@ impl ReplicaActor {
 
     /// Creates the pod unless one exists, is being created, or is not wanted.
     fn ensure_pod(&mut self, ctx: &mut Context<Self>) {
+        let Some((pod, _)) = self.setup.desired.clone() else {
+            return;
+        };
         if !self.wants_pod
             || self.creating
             || self.current.is_some()
@@ -252,85 +305,128 @@ impl ReplicaActor {
         }
         self.creating = true;
         let api = self.pods();
-        let pod = self.desired_pod.clone();
-        ctx.spawn(async move { api.create(&PostParams::default(), &pod).await }.into_actor(self).map(|result, act, ctx| {
-            act.creating = false;
-            match result {
-                Ok(pod) => {
-                    // The informer reports it too; taking it now avoids a second create.
-                    if act.current.is_none() {
-                        act.set_current(Some(Arc::new(pod)));
-                        act.report();
-                        act.apply_clean_up(ctx);
-                        if act.tearing_down {
-                            act.delete_pod(ctx, None);
-                        }
-                    }
-                }
-                // The pod exists (we are catching up after a restart): its event follows.
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
-                Err(e) => {
-                    tracing::warn!(job = %act.job_name(), replica = %act.key, cluster = %act.cluster.name, error = %e, "creating pod failed; retrying");
-                    let retry = act.retry;
-                    ctx.run_later(retry, |act, ctx| act.ensure_pod(ctx));
+        let (backoff, what) = (self.setup.backoff, self.what("creating pod"));
+        let name = self.pod_key.1.clone();
+        ctx.spawn(
+            async move {
+                let post = PostParams::default();
+                match call::call(Kind::Create, backoff, &what, || api.create(&post, &pod)).await? {
+                    Outcome::Done(created) => Ok(Some((created, true))),
+                    _ => match call::call(Kind::Write, backoff, &what, || api.get(&name)).await? {
+                        Outcome::Done(existing) => Ok(Some((existing, false))),
+                        _ => Ok(None),
+                    },
                 }
             }
-        }));
+            .into_actor(self)
+            .map(|result: kube::Result<Option<(Pod, bool)>>, act, ctx| {
+                act.creating = false;
+                match result {
+                    Ok(Some((pod, created))) if created || is_ours(&pod) => {
+                        act.unblocked();
+                        // The informer reports it too; taking it now avoids a second create.
+                        if act.current.is_none() {
+                            act.observe(ctx, Some(Arc::new(pod)));
+                            act.report();
+                            act.apply_clean_up(ctx);
+                            if act.tearing_down {
+                                act.delete_pod(ctx, None);
+                            }
+                        }
+                    }
+                    Ok(Some(_)) => act.blocked_by(ctx, "pod"),
+                    // Deleted between our create and our read: create it again.
+                    Ok(None) => act.ensure_pod(ctx),
+                    Err(e) => {
+                        // Refused for good as sent (e.g. forbidden by the
+                        // cluster's policy): tried again with backoff, since
+                        // the policy may change; the log says why.
+                        tracing::warn!(replica = %act.pod_key.1, cluster = %act.cluster().name, error = %e, "creating pod refused");
+                        act.blocked_tries = act.blocked_tries.saturating_add(1);
+                        let delay = act.setup.backoff.delay(act.blocked_tries);
+                        ctx.run_later(delay, |act, ctx| act.ensure_pod(ctx));
+                    }
+                }
+                act.finish_teardown_if_gone(ctx);
+            }),
+        );
     }
 
+    /// Deletes the replica's pod of this uid; without one, the pod that
+    /// holds the name now, if it is ours (the cache may not show it yet).
     fn delete_pod(&mut self, ctx: &mut Context<Self>, uid: Option<String>) {
         let api = self.pods();
         let name = self.pod_key.1.clone();
-        let params = DeleteParams {
-            preconditions: uid.map(|uid| Preconditions {
-                uid: Some(uid),
-                resource_version: None,
-            }),
-            ..DeleteParams::background()
-        };
-        ctx.spawn(async move { api.delete(&name, &params).await }.into_actor(self).map(|result, act, ctx| match result {
-            Ok(_) => {}
-            // Gone already, or a newer pod took the name: nothing to delete.
-            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
-            Err(e) => {
-                tracing::warn!(job = %act.job_name(), replica = %act.key, cluster = %act.cluster.name, error = %e, "deleting pod failed; retrying");
-                let uid = act.current.as_ref().and_then(|p| p.metadata.uid.clone());
-                let retry = act.retry;
-                ctx.run_later(retry, move |act, ctx| act.delete_pod(ctx, uid));
+        let (backoff, what) = (self.setup.backoff, self.what("deleting pod"));
+        ctx.spawn(
+            async move {
+                let uid = match uid {
+                    Some(uid) => uid,
+                    None => {
+                        match call::call(Kind::Write, backoff, &what, || api.get(&name)).await {
+                            Ok(Outcome::Done(pod)) if is_ours(&pod) => {
+                                pod.metadata.uid.unwrap_or_default()
+                            }
+                            Ok(_) => return,
+                            Err(e) => return tracing::warn!(error = %e, "{what} refused"),
+                        }
+                    }
+                };
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: Some(uid),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::background()
+                };
+                // 409: a newer pod took the name; nothing to delete.
+                match call::call(Kind::Delete, backoff, &what, || api.delete(&name, &params)).await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 409 => {}
+                    Err(e) => tracing::warn!(error = %e, "{what} refused"),
+                }
             }
-        }));
+            .into_actor(self),
+        );
     }
 
     fn delete_service(&mut self, ctx: &mut Context<Self>) {
         self.service_deleted = true;
-        let api: Api<Service> = Api::namespaced(self.cluster.client.clone(), &self.pod_key.0);
+        let api = self.services();
         let name = self.pod_key.1.clone();
-        ctx.spawn(async move { api.delete(&name, &DeleteParams::background()).await }.into_actor(self).map(|result, act, ctx| match result {
-            Ok(_) => {
+        let (backoff, what) = (self.setup.backoff, self.what("deleting service"));
+        ctx.spawn(
+            async move {
+                // Never a service that is not ours.
+                match call::call(Kind::Write, backoff, &what, || api.get(&name)).await {
+                    Ok(Outcome::Done(service)) if !is_ours(&service) => return,
+                    _ => {}
+                }
+                let params = DeleteParams::background();
+                if let Err(e) =
+                    call::call(Kind::Delete, backoff, &what, || api.delete(&name, &params)).await
+                {
+                    tracing::warn!(error = %e, "{what} refused");
+                }
+            }
+            .into_actor(self)
+            .map(|(), act, ctx| {
                 act.service_gone = true;
                 act.finish_teardown_if_gone(ctx);
-            }
-            Err(kube::Error::Api(e)) if e.code == 404 => {
-                act.service_gone = true;
-                act.finish_teardown_if_gone(ctx);
-            }
-            Err(e) => {
-                tracing::warn!(job = %act.job_name(), replica = %act.key, cluster = %act.cluster.name, error = %e, "deleting service failed; retrying");
-                let retry = act.retry;
-                ctx.run_later(retry, |act, ctx| act.delete_service(ctx));
-            }
-        }));
+            }),
+        );
     }
 
     /// Takes a pod seen for the replica's name: its own, or (another
     /// epoch's) one to delete before its own can be created.
     fn observe(&mut self, ctx: &mut Context<Self>, pod: Option<Arc<Pod>>) {
         match pod {
-            Some(pod) if epoch_of(&pod) != self.epoch => {
+            Some(pod) if epoch_of(&pod) != Some(self.setup.epoch) => {
                 self.set_current(None);
                 let uid = pod.metadata.uid.clone();
                 if pod.metadata.deletion_timestamp.is_none() && self.obstacle != uid {
-                    tracing::info!(replica = %self.pod_key.1, cluster = %self.cluster.name, epoch = ?epoch_of(&pod), "deleting a pod of an earlier placement");
+                    tracing::info!(replica = %self.pod_key.1, cluster = %self.cluster().name, epoch = ?epoch_of(&pod), "deleting a pod of an earlier placement");
                     self.delete_pod(ctx, uid.clone());
                 }
                 self.obstacle = uid;
@@ -373,14 +469,27 @@ impl ReplicaActor {
         }
     }
 
+    fn begin_teardown(&mut self, ctx: &mut Context<Self>) {
+        self.wants_pod = false;
+        self.tearing_down = true;
+        // Without the cache's uid, by name if ours: right after a restart
+        // the cache may not show an earlier controller's pod yet.
+        let uid = self.current.as_ref().and_then(|p| p.metadata.uid.clone());
+        self.delete_pod(ctx, uid);
+        if !self.service_deleted {
+            self.delete_service(ctx);
+        }
+        self.finish_teardown_if_gone(ctx);
+    }
+
     /// Reports `TornDown` once both the pod and the service are gone.
     fn finish_teardown_if_gone(&self, ctx: &mut Context<Self>) {
         // A create in flight must land first, so its pod gets deleted too.
         if self.tearing_down && self.current.is_none() && self.service_gone && !self.creating {
             super::tell(
-                &self.torn_down,
-                TornDown(self.key),
-                &self.cluster.metrics,
+                &self.setup.torn_down,
+                TornDown(self.setup.key),
+                &self.cluster().metrics,
                 ActorKind::Job,
             );
             ctx.stop();
@@ -388,21 +497,32 @@ impl ReplicaActor {
     }
 }
 
+/// Whether this controller made the object.
+fn is_ours(object: &impl ResourceExt) -> bool {
+    object.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGER)
+}
+
 impl Actor for ReplicaActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
         let cached = self
-            .cluster
+            .cluster()
             .register(self.pod_key.clone(), ctx.address().recipient());
         self.observe(ctx, cached);
+        if self.tearing_down {
+            self.begin_teardown(ctx);
+            return;
+        }
         self.ensure_service(ctx);
         self.ensure_pod(ctx);
+        self.apply_clean_up(ctx);
         self.report();
     }
 
-    fn stopped(&mut self, _ctx: &mut Self::Context) {
-        self.cluster.unregister(&self.pod_key);
+    fn stopped(&mut self, ctx: &mut Self::Context) {
+        self.cluster()
+            .unregister(&self.pod_key, &ctx.address().recipient());
     }
 }
 
@@ -410,7 +530,7 @@ impl Handler<PodChanged> for ReplicaActor {
     type Result = ();
 
     fn handle(&mut self, msg: PodChanged, ctx: &mut Self::Context) {
-        let _timer = self.cluster.metrics.handling(ActorKind::Replica);
+        let _timer = self.cluster().metrics.handling(ActorKind::Replica);
         let same = match (&self.current, &msg.0) {
             (Some(a), Some(b)) => {
                 a.metadata.resource_version == b.metadata.resource_version
@@ -442,11 +562,13 @@ impl Handler<Restart> for ReplicaActor {
     type Result = ();
 
     fn handle(&mut self, msg: Restart, ctx: &mut Self::Context) {
-        let _timer = self.cluster.metrics.handling(ActorKind::Replica);
-        self.wants_pod = true;
+        let _timer = self.cluster().metrics.handling(ActorKind::Replica);
+        if self.tearing_down || self.finished.is_some() {
+            return;
+        }
         match &self.current {
-            Some(pod) if pod.metadata.uid == msg.uid || msg.uid.is_none() => {
-                self.delete_pod(ctx, msg.uid)
+            Some(pod) if pod.metadata.uid.as_deref() == Some(&msg.uid) => {
+                self.delete_pod(ctx, Some(msg.uid))
             }
             Some(_) => {}
             None => self.ensure_pod(ctx),
@@ -458,7 +580,7 @@ impl Handler<Finish> for ReplicaActor {
     type Result = ();
 
     fn handle(&mut self, msg: Finish, ctx: &mut Self::Context) {
-        let _timer = self.cluster.metrics.handling(ActorKind::Replica);
+        let _timer = self.cluster().metrics.handling(ActorKind::Replica);
         self.wants_pod = false;
         self.finished = Some(msg.clean_up);
         self.apply_clean_up(ctx);
@@ -481,16 +603,10 @@ impl Handler<Teardown> for ReplicaActor {
     type Result = ();
 
     fn handle(&mut self, _msg: Teardown, ctx: &mut Self::Context) {
-        let _timer = self.cluster.metrics.handling(ActorKind::Replica);
-        self.wants_pod = false;
-        self.tearing_down = true;
-        if self.current.is_some() {
-            self.delete_pod(ctx, None);
+        let _timer = self.cluster().metrics.handling(ActorKind::Replica);
+        if !self.tearing_down {
+            self.begin_teardown(ctx);
         }
-        if !self.service_deleted {
-            self.delete_service(ctx);
-        }
-        self.finish_teardown_if_gone(ctx);
     }
 }
 

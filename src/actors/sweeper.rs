@@ -61,11 +61,11 @@ pub async fn sweep(member: &Client, cluster: &str, home: &Client) -> kube::Resul
     // Listed after the objects: an object made meanwhile finds its job.
     let jobs: Api<TensorFlowTrainingJob> = Api::all(home.clone());
     let jobs: HashMap<String, JobRecord> = jobs
-        .list_metadata(&ListParams::default())
+        .list(&ListParams::default())
         .await?
         .items
         .into_iter()
-        .filter_map(|job| Some((job.uid()?, JobRecord::of(job.annotations()))))
+        .filter_map(|job| Some((job.uid()?, JobRecord::of(job.status.as_ref()))))
         .collect();
     let mut deleted = 0;
     for object in found {

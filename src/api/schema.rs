@@ -24,6 +24,15 @@ pub fn time(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
+/// A counter: the API server knows `int64`, not schemars' `uint64`.
+pub fn counter(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "integer",
+        "format": "int64",
+        "minimum": 0,
+    })
+}
+
 /// `metav1.LabelSelector`.
 pub fn label_selector(_: &mut SchemaGenerator) -> Schema {
     json_schema!({

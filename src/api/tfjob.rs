@@ -372,6 +372,31 @@ pub struct TensorFlowTrainingJobStatus {
     /// Phase is the phase-style status of the TensorFlowTrainingJob.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<JobPhase>,
+    /// When the current active span began: the job's pods were first
+    /// created after placement, or after a resume. `activeDeadlineSeconds`
+    /// counts from here; absent while paused or not yet started (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "schema::time")]
+    pub start_time: Option<Time>,
+    /// Where the replicas are placed (ours): written before any pod of a
+    /// new placement is created and before any teardown of an old one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementRecord>,
+}
+
+/// The job's placement as recorded in its status.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementRecord {
+    /// The placement epoch: it goes up whenever the job's replicas are
+    /// replaced as a whole (failover, pause, a run-mode switch). Pods carry
+    /// it as their `federation.tfjob.io/placement-epoch` label.
+    #[schemars(schema_with = "schema::counter")]
+    pub epoch: u64,
+    /// Each replica's cluster (`worker-0: member-1`); absent while the job
+    /// waits for a placement or is paused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignment: Option<BTreeMap<String, String>>,
 }
 
 /// The status of the replicas of one type.

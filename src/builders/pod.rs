@@ -21,17 +21,7 @@ use super::{
 };
 use crate::api::{DEFAULT_DEBUG_COMMAND, ReplicaKey, TENSORFLOW_CONTAINER, TensorFlowTrainingJob};
 
-/// What the replica's main container runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum PodMode {
-    /// The template's command (the job has never been paused).
-    #[default]
-    Normal,
-    /// The debug command (`runMode.debug` enabled).
-    Debug,
-    /// The resumeSpec's command and args (the job was paused and resumed).
-    Resumed,
-}
+pub use crate::lifecycle::machine::PodMode;
 
 /// Everything a pod needs beyond the job and the replica.
 #[derive(Clone, Debug)]

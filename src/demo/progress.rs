@@ -14,7 +14,6 @@ use crate::api::{
     ConditionStatus, JobCondition, JobConditionType, JobPhase, MemberCluster, ReplicaPhase,
     TaskStatus, TensorFlowTrainingJob,
 };
-use crate::placement::PLACEMENT_ANNOTATION;
 
 /// The Initialized condition's reason while a job waits for a placement.
 const WAITING_REASON: &str = "WaitingForCapacity";
@@ -183,7 +182,10 @@ impl JobView {
                 (Some(text), None) | (None, Some(text)) => text.clone(),
                 (None, None) => "Failed".to_string(),
             });
-        let admitted = job.annotations().contains_key(PLACEMENT_ANNOTATION)
+        let admitted = status
+            .placement
+            .as_ref()
+            .is_some_and(|p| p.assignment.is_some())
             || waiting.is_some()
             || matches!(
                 status.phase,
@@ -804,17 +806,9 @@ mod tests {
     use serde_json::json;
 
     fn job(name: &str, status: serde_json::Value) -> TensorFlowTrainingJob {
-        job_with(name, json!({}), status)
-    }
-
-    fn job_with(
-        name: &str,
-        annotations: serde_json::Value,
-        status: serde_json::Value,
-    ) -> TensorFlowTrainingJob {
         serde_json::from_value(json!({
             "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob",
-            "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+            "metadata": {"name": name, "namespace": "default"},
             "spec": {"replicaSpecs": []},
             "status": status,
         }))
@@ -893,10 +887,9 @@ mod tests {
             succeeded.failure, None,
             "a False Failed condition is no failure"
         );
-        let placed = JobView::of(&job_with(
+        let placed = JobView::of(&job(
             "placed",
-            json!({PLACEMENT_ANNOTATION: "{\"worker-0\":\"home\"}"}),
-            json!({}),
+            json!({"placement": {"epoch": 0, "assignment": {"worker-0": "home"}}}),
         ));
         assert!(placed.admitted);
     }
@@ -1017,7 +1010,7 @@ mod tests {
         );
         assert_eq!(t.next_submission(secs(1)), None, "a is not placed yet");
         t.observe(
-            &job_with("a", json!({PLACEMENT_ANNOTATION: "{}"}), json!({})),
+            &job("a", json!({"placement": {"epoch": 0, "assignment": {}}})),
             secs(1),
         );
         assert_eq!(t.next_submission(secs(1)), Some(1));

@@ -13,13 +13,10 @@ use prometheus::{
     IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::api::{
-    ConditionStatus, JobConditionType, JobPhase, ReplicaPhase, TensorFlowTrainingJob,
-    TensorFlowTrainingJobStatus,
-};
+use crate::api::{JobPhase, ReplicaPhase, TensorFlowTrainingJob, TensorFlowTrainingJobStatus};
 use crate::capacity::{self, Capacity};
 use crate::placement::Unplaceable;
-use crate::status::{self, ReplicaView};
+use crate::status::ReplicaView;
 
 /// Reasons of `tfjob_federator_replica_restarts_total`, see [`restart_reason`].
 const RESTART_REASONS: [&str; 7] = [
@@ -399,17 +396,10 @@ impl Metrics {
         }
     }
 
-    /// Every replica of the job has a pod now (`status` as before this
-    /// change): observed the first time only, when the job is not yet
-    /// Initialized, so a pause or a controller restart does not count again.
-    pub fn job_pods_created(
-        &self,
-        job: &TensorFlowTrainingJob,
-        status: &TensorFlowTrainingJobStatus,
-    ) {
-        let initialized = status::condition(&status.conditions, JobConditionType::Initialized)
-            .is_some_and(|c| c.status == ConditionStatus::True);
-        if !initialized && let Some(seconds) = since_submission(job, jiff::Timestamp::now()) {
+    /// Every replica of the job has a pod for the first time (the job's
+    /// machine says when: not again after a pause or a controller restart).
+    pub fn job_pods_created(&self, job: &TensorFlowTrainingJob) {
+        if let Some(seconds) = since_submission(job, jiff::Timestamp::now()) {
             self.submit_to_pods_created.observe(seconds);
         }
     }
@@ -737,7 +727,7 @@ mod tests {
     }
 
     #[test]
-    fn latencies_count_from_submission_once() {
+    fn latencies_count_from_submission() {
         let m = metrics();
         let created = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(3);
         let job: TensorFlowTrainingJob = serde_json::from_value(json!({
@@ -749,17 +739,7 @@ mod tests {
         m.job_running(&job, Some(JobPhase::Resuming));
         assert_eq!(m.submit_to_running.get_sample_count(), 1);
         assert!(m.submit_to_running.get_sample_sum() >= 3.0);
-        let mut st = status(Some(JobPhase::Pending));
-        m.job_pods_created(&job, &st);
-        crate::status::set_condition(
-            &mut st.conditions,
-            JobConditionType::Initialized,
-            ConditionStatus::True,
-            "Initialized",
-            "",
-            &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
-        );
-        m.job_pods_created(&job, &st);
+        m.job_pods_created(&job);
         assert_eq!(m.submit_to_pods_created.get_sample_count(), 1);
     }
 
