@@ -1,0 +1,1180 @@
+//! Failover of federated jobs (the lifecycle contract of issue 11): a
+//! MemberCluster deleted under a running job, a cluster lost by a job with
+//! no restart budget left, paused jobs whose clusters are lost or whose
+//! capacity frees, and a controller killed between the failover's status
+//! write and its teardown. Every scenario runs on both grounds
+//! (`NAME::sim`, `NAME::real`) from one source.
+//!
+//! The harness is the one of `tests/federation.rs` (home and two members of
+//! one node with 4 GPUs each, members registered, home not a target, the
+//! controller a subprocess with leader election; on the real ground the
+//! controller under the identity `deploy/controller.yaml` ships), trimmed to
+//! what these scenarios use. Jobs are written and read as JSON, so these
+//! tests depend on the API, not on the crate's Rust types.
+
+#[macro_use]
+#[path = "common/kube.rs"]
+mod sim_kube;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use sim_kube::client_for;
+use sim_kube::real::{self, Ground, RealClusters};
+use tfjob_federator::api::MemberCluster;
+
+/// How long a job may take to reach Running or an end.
+const WAIT: Duration = Duration::from_secs(30);
+/// How long a member's loss and the job's re-placement may take.
+const FAILOVER: Duration = Duration::from_secs(45);
+/// Short probe interval and lost timeout, so that a loss shows in seconds.
+const FAST_LOSS: &str =
+    "homeIsTarget: false\nmemberProbeIntervalMs: 500\nclusterLostTimeoutMs: 3000\n";
+const CLUSTERS: [&str; 3] = ["home", "member-1", "member-2"];
+const EPOCH_LABEL: &str = "federation.tfjob.io/placement-epoch";
+
+/// A `tfjob-federator sim` child process, killed on drop.
+struct SimProcess {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn start_sim(args: &[&str]) -> SimProcess {
+    let dir = std::env::temp_dir().join(format!(
+        "tfjob-failover-{}-{}",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    let child = Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
+        .args(["sim", "--kubeconfig-dir"])
+        .arg(&dir)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tfjob-federator sim starts");
+    let process = SimProcess { child, dir };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !process.dir.join("ready").exists() {
+        assert!(Instant::now() < deadline, "sim wrote no ready file");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    process
+}
+
+/// A `tfjob-federator run` child process, killed (SIGKILL) on drop.
+struct ControllerProcess(Child);
+
+impl ControllerProcess {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for ControllerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The controller with `settings` (YAML) written next to the kubeconfig and
+/// its JSON log in `controller.log` (appended to, so a restart keeps the
+/// earlier lines); leader election on as deployed, one identity, so a
+/// restarted controller leads at once.
+fn start_controller(home_kubeconfig: &Path, settings: &str) -> ControllerProcess {
+    let config = home_kubeconfig.with_file_name("controller.yaml");
+    std::fs::write(&config, settings).expect("write controller settings");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(home_kubeconfig.with_file_name("controller.log"))
+        .expect("controller log");
+    let child = Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
+        .args(["--log-format", "json", "run", "--kubeconfig"])
+        .arg(home_kubeconfig)
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .args(["--leader-elect", "--leader-elect-identity", "failover-test"])
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("tfjob-federator run starts");
+    ControllerProcess(child)
+}
+
+/// `PUT /_sim/faults` on a cluster (answered even when partitioned; on the
+/// real ground by its fault proxy).
+async fn set_faults(client: &kube::Client, faults: Value) {
+    sim_kube::admin_request(client, hyper::Method::PUT, "faults", Some(faults)).await;
+}
+
+/// The status of member `name`'s Ready condition, if it has one.
+async fn ready_of(members: &Api<MemberCluster>, name: &str) -> Option<String> {
+    let member = members.get(name).await.ok()?;
+    let status = member.status?;
+    let ready = status
+        .conditions
+        .into_iter()
+        .find(|c| c.condition_type == "Ready")?;
+    Some(ready.status)
+}
+
+/// Waits until member `name`'s Ready condition has `status`.
+async fn wait_ready(members: &Api<MemberCluster>, name: &str, status: &str) {
+    sim_kube::eventually_within(
+        &format!("{name} Ready={status}"),
+        Duration::from_secs(20),
+        async || (ready_of(members, name).await? == status).then_some(()),
+    )
+    .await;
+}
+
+fn job_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("batch.tensorstack.dev", "v1beta1", "TensorFlowTrainingJob"),
+        "tensorflowtrainingjobs",
+    )
+}
+
+fn member_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("federation.tfjob.io", "v1alpha1", "MemberCluster"),
+        "memberclusters",
+    )
+}
+
+/// The MemberClusters as `--register` made them on the real clusters of
+/// this test binary, read before any test here deleted one.
+static REGISTERED: tokio::sync::OnceCell<Vec<Value>> = tokio::sync::OnceCell::const_new();
+
+/// On the shared real clusters: the registered MemberClusters exist (a test
+/// here deletes one; after a failure it may not have come back).
+async fn ensure_registered(home: &kube::Client) {
+    let members: Api<DynamicObject> = Api::all_with(home.clone(), &member_resource());
+    let registered = REGISTERED
+        .get_or_init(|| async {
+            members
+                .list(&ListParams::default())
+                .await
+                .expect("list MemberClusters")
+                .items
+                .into_iter()
+                .map(|m| {
+                    json!({
+                        "apiVersion": "federation.tfjob.io/v1alpha1",
+                        "kind": "MemberCluster",
+                        "metadata": {"name": m.metadata.name},
+                        "spec": m.data["spec"],
+                    })
+                })
+                .collect()
+        })
+        .await;
+    let names: Vec<&str> = registered
+        .iter()
+        .filter_map(|m| m["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["member-1", "member-2"], "the registered members");
+    for member in registered {
+        let name = member["metadata"]["name"].as_str().expect("name");
+        if members.get_opt(name).await.expect("get member").is_none() {
+            let object: DynamicObject = serde_json::from_value(member.clone()).expect("member");
+            members
+                .create(&PostParams::default(), &object)
+                .await
+                .unwrap_or_else(|e| panic!("re-register {name}: {e}"));
+        }
+    }
+}
+
+/// Home and two members, the controller placing on members only, and admin
+/// clients for every cluster (see the module's comment).
+struct Federation {
+    ground: Ground,
+    controller: ControllerProcess,
+    _clusters: Clusters,
+    home_kubeconfig: PathBuf,
+    settings: String,
+    clients: BTreeMap<String, kube::Client>,
+}
+
+enum Clusters {
+    Sim(SimProcess),
+    Real {
+        clusters: &'static RealClusters,
+        _turn: tokio::sync::MutexGuard<'static, ()>,
+    },
+}
+
+impl Clusters {
+    fn kubeconfig(&self, name: &str) -> PathBuf {
+        match self {
+            Clusters::Sim(sim) => sim.dir.join(format!("{name}.kubeconfig")),
+            Clusters::Real { clusters, .. } => clusters.kubeconfig(name),
+        }
+    }
+}
+
+impl Federation {
+    /// Clusters of one node with 4 GPUs each, the controller with `settings`.
+    async fn start(ground: Ground, settings: &str) -> Federation {
+        let (clusters, dir) = match ground {
+            Ground::Sim => {
+                let sim = start_sim(&[
+                    "--clusters",
+                    "3",
+                    "--register",
+                    "--nodes",
+                    "1",
+                    "--gpus-per-node",
+                    "4",
+                ]);
+                let dir = sim.dir.clone();
+                (Clusters::Sim(sim), dir)
+            }
+            Ground::Real => {
+                let real = real::three_clusters();
+                let turn = real.exclusive().await;
+                real::clean_slate(real, &CLUSTERS).await;
+                let home = real.client("home").await;
+                ensure_registered(&home).await;
+                remove_status_only_policy(&home).await;
+                let dir = std::env::temp_dir().join(format!(
+                    "tfjob-failover-test-{}-{}",
+                    std::process::id(),
+                    fastrand::u64(..)
+                ));
+                std::fs::create_dir_all(&dir).expect("test dir");
+                std::fs::copy(
+                    real.controller_kubeconfig().await,
+                    dir.join("home.kubeconfig"),
+                )
+                .expect("the controller's kubeconfig");
+                (
+                    Clusters::Real {
+                        clusters: real,
+                        _turn: turn,
+                    },
+                    dir,
+                )
+            }
+        };
+        let home_kubeconfig = dir.join("home.kubeconfig");
+        let controller = start_controller(&home_kubeconfig, settings);
+        let mut clients = BTreeMap::new();
+        for name in CLUSTERS {
+            let yaml = std::fs::read_to_string(clusters.kubeconfig(name)).expect("kubeconfig");
+            clients.insert(name.to_string(), client_for(&yaml).await);
+        }
+        let members: Api<MemberCluster> = Api::all(clients["home"].clone());
+        for name in ["member-1", "member-2"] {
+            wait_ready(&members, name, "True").await;
+        }
+        Federation {
+            ground,
+            controller,
+            _clusters: clusters,
+            home_kubeconfig,
+            settings: settings.to_string(),
+            clients,
+        }
+    }
+
+    fn kill_controller(&mut self) {
+        self.controller.kill();
+    }
+
+    /// Starts a new controller with the same settings (the old one is
+    /// killed first if it still runs).
+    fn restart_controller(&mut self) {
+        self.controller.kill();
+        self.controller = start_controller(&self.home_kubeconfig, &self.settings);
+    }
+
+    fn members(&self) -> Api<MemberCluster> {
+        Api::all(self.clients["home"].clone())
+    }
+
+    fn jobs(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(self.clients["home"].clone(), "default", &job_resource())
+    }
+
+    async fn submit(&self, job: Value) {
+        let job: DynamicObject = serde_json::from_value(job).expect("a job object");
+        self.jobs()
+            .create(&PostParams::default(), &job)
+            .await
+            .expect("job created");
+    }
+
+    /// The job as JSON.
+    async fn job(&self, name: &str) -> Value {
+        let job = self.jobs().get(name).await.expect("get job");
+        serde_json::to_value(job).expect("job as JSON")
+    }
+
+    async fn patch_spec(&self, name: &str, spec: Value) {
+        self.jobs()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": spec})),
+            )
+            .await
+            .expect("spec patched");
+    }
+
+    async fn set_paused(&self, name: &str, paused: bool) {
+        self.patch_spec(name, json!({"runMode": {"pause": {"enabled": paused}}}))
+            .await;
+    }
+
+    /// Polls the job until `check` holds, failing the test after `limit`
+    /// with the job's last status.
+    async fn wait_job(
+        &self,
+        name: &str,
+        what: &str,
+        limit: Duration,
+        check: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + limit;
+        let mut last = Value::Null;
+        loop {
+            if let Ok(job) = self.jobs().get(name).await {
+                last = serde_json::to_value(job).expect("job as JSON");
+                if check(&last) {
+                    return last;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out after {limit:?} waiting for {name}: {what}; its last status: {}",
+                last["status"]
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn wait_phase(&self, name: &str, phase: &str, limit: Duration) -> Value {
+        self.wait_job(name, &format!("phase {phase}"), limit, |j| {
+            phase_of(j) == phase
+        })
+        .await
+    }
+
+    /// The job's pods on each of `clusters` (clusters without any left out).
+    async fn pods_on(&self, job: &str, clusters: &[&str]) -> BTreeMap<String, Vec<Pod>> {
+        let mut out = BTreeMap::new();
+        for cluster in clusters {
+            let pods: Api<Pod> = Api::namespaced(self.clients[*cluster].clone(), "default");
+            let found = pods
+                .list(&ListParams::default().labels(&format!("federation.tfjob.io/job-name={job}")))
+                .await
+                .unwrap_or_else(|e| panic!("list pods on {cluster}: {e}"))
+                .items;
+            if !found.is_empty() {
+                out.insert(cluster.to_string(), found);
+            }
+        }
+        out
+    }
+
+    /// Each job's pods on `cluster`.
+    async fn pods_on_all(&self, jobs: &[String], cluster: &str) -> BTreeMap<String, Vec<Pod>> {
+        let mut out = BTreeMap::new();
+        for job in jobs {
+            let pods = self.pods_on(job, &[cluster]).await;
+            out.insert(job.clone(), pods.into_values().flatten().collect());
+        }
+        out
+    }
+
+    /// Names of the job's pods on each of `clusters`.
+    async fn pod_names_on(&self, job: &str, clusters: &[&str]) -> BTreeMap<String, Vec<String>> {
+        self.pods_on(job, clusters)
+            .await
+            .into_iter()
+            .map(|(cluster, pods)| (cluster, pods.iter().map(name_of).collect()))
+            .collect()
+    }
+}
+
+/// A job of `(type, replicas, gpus)` whose pods run `run_seconds`.
+fn gpu_job(
+    name: &str,
+    replicas: &[(&str, i64, i64)],
+    extra_spec: Value,
+    run_seconds: &str,
+) -> Value {
+    let specs: Vec<Value> = replicas
+        .iter()
+        .map(|(t, n, gpus)| {
+            json!({"type": t, "replicas": n, "template": {
+                "metadata": {"annotations": {"sim.federation.tfjob.io/run-seconds": run_seconds, "sim.federation.tfjob.io/pending-seconds": "0.1"}},
+                "spec": {"containers": [{"name": "tensorflow", "image": "tf", "resources": {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": gpus}}}]}}})
+        })
+        .collect();
+    let mut spec = json!({"replicaSpecs": specs, "runPolicy": {"cleanUpPolicy": "none"}});
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra_spec.as_object()) {
+        spec.extend(extra.clone());
+    }
+    json!({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob", "metadata": {"name": name}, "spec": spec})
+}
+
+fn phase_of(job: &Value) -> &str {
+    job["status"]["phase"].as_str().unwrap_or_default()
+}
+
+fn backoff_count(job: &Value) -> i64 {
+    job["status"]["backoffCount"].as_i64().unwrap_or(0)
+}
+
+/// `status.tasks[].replicaStatus[].cluster`, one entry per replica shown.
+fn replica_clusters(job: &Value) -> Vec<String> {
+    job["status"]["tasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|t| t["replicaStatus"].as_array().cloned().unwrap_or_default())
+        .map(|r| r["cluster"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Whether the job is Running with all its `replicas` shown, none on `lost`.
+fn running_without(job: &Value, replicas: usize, lost: Option<&str>) -> bool {
+    let clusters = replica_clusters(job);
+    phase_of(job) == "Running"
+        && clusters.len() == replicas
+        && clusters.iter().all(|c| Some(c.as_str()) != lost)
+}
+
+fn condition<'a>(job: &'a Value, kind: &str) -> Option<&'a Value> {
+    job["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+fn name_of(pod: &Pod) -> String {
+    pod.metadata.name.clone().unwrap_or_default()
+}
+
+fn epoch_of(pod: &Pod) -> Option<u64> {
+    pod.metadata.labels.as_ref()?.get(EPOCH_LABEL)?.parse().ok()
+}
+
+fn deleting(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+}
+
+/// Deleting the MemberCluster of a member that holds a running job's
+/// replicas is losing that member for the job: it is re-placed on the
+/// remaining clusters under a new epoch, counting one restart.
+async fn deleting_a_member_cluster_under_a_running_job(ground: Ground) {
+    let f = Federation::start(ground, FAST_LOSS).await;
+    f.submit(gpu_job(
+        "orphaned",
+        &[("worker", 2, 2)],
+        json!({"runPolicy": {"cleanUpPolicy": "none", "backoffLimit": 3}}),
+        "300",
+    ))
+    .await;
+    let running = f.wait_phase("orphaned", "Running", WAIT).await;
+    assert_eq!(backoff_count(&running), 0);
+    let before = f.pods_on("orphaned", &CLUSTERS).await;
+    assert!(
+        before.contains_key("member-1"),
+        "Pack puts the job on member-1: {:?}",
+        f.pod_names_on("orphaned", &CLUSTERS).await
+    );
+    let old_epoch = before.values().flatten().filter_map(epoch_of).max();
+    let members: Api<DynamicObject> = Api::all_with(f.clients["home"].clone(), &member_resource());
+    let registered = members
+        .get("member-1")
+        .await
+        .expect("MemberCluster member-1");
+
+    members
+        .delete("member-1", &Default::default())
+        .await
+        .expect("MemberCluster deleted");
+    let replaced = f
+        .wait_job(
+            "orphaned",
+            "Running again, no replica on member-1",
+            FAILOVER,
+            |j| running_without(j, 2, Some("member-1")),
+        )
+        .await;
+    assert_eq!(
+        backoff_count(&replaced),
+        1,
+        "losing member-1 counts one restart: {}",
+        replaced["status"]
+    );
+    assert_eq!(
+        replica_clusters(&replaced),
+        ["member-2", "member-2"],
+        "re-placed on the remaining member"
+    );
+    let after = f.pods_on("orphaned", &["home", "member-2"]).await;
+    let new_pods: Vec<&Pod> = after.values().flatten().collect();
+    assert_eq!(
+        new_pods.len(),
+        2,
+        "one pod per replica on the remaining clusters: {:?}",
+        f.pod_names_on("orphaned", &["home", "member-2"]).await
+    );
+    assert!(
+        new_pods
+            .iter()
+            .all(|p| epoch_of(p).is_some() && epoch_of(p) > old_epoch),
+        "the new pods carry a newer placement epoch than {old_epoch:?}: {:?}",
+        new_pods.iter().map(|p| epoch_of(p)).collect::<Vec<_>>()
+    );
+    // Stays so: the loss is counted once.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let later = f.job("orphaned").await;
+    assert_eq!(
+        (phase_of(&later), backoff_count(&later)),
+        ("Running", 1),
+        "{}",
+        later["status"]
+    );
+
+    if f.ground == Ground::Real {
+        // The next test on the shared clusters needs member-1 registered.
+        let again = json!({
+            "apiVersion": "federation.tfjob.io/v1alpha1",
+            "kind": "MemberCluster",
+            "metadata": {"name": "member-1"},
+            "spec": registered.data["spec"],
+        });
+        members
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(again).expect("member"),
+            )
+            .await
+            .expect("member-1 registered again");
+    }
+}
+
+/// With `runPolicy.backoffLimit: 0` a lost cluster ends the job: Failed,
+/// reason ClusterLost, no restart counted, nothing placed elsewhere.
+async fn cluster_loss_without_restart_budget_fails_the_job(ground: Ground) {
+    let f = Federation::start(ground, FAST_LOSS).await;
+    f.submit(gpu_job(
+        "no-budget",
+        &[("worker", 2, 2)],
+        json!({"runPolicy": {"cleanUpPolicy": "none", "backoffLimit": 0}}),
+        "300",
+    ))
+    .await;
+    f.wait_phase("no-budget", "Running", WAIT).await;
+    let placed = f.pod_names_on("no-budget", &CLUSTERS).await;
+    assert_eq!(
+        placed.keys().collect::<Vec<_>>(),
+        ["member-1"],
+        "Pack puts the job on member-1: {placed:?}"
+    );
+
+    set_faults(&f.clients["member-1"], json!({"partitioned": true})).await;
+    let failed = f.wait_phase("no-budget", "Failed", FAILOVER).await;
+    let why = condition(&failed, "Failed").cloned().unwrap_or_default();
+    assert_eq!(
+        (why["status"].as_str(), why["reason"].as_str()),
+        (Some("True"), Some("ClusterLost")),
+        "{}",
+        failed["status"]
+    );
+    assert!(
+        why["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("member-1")),
+        "the message names the lost cluster: {why}"
+    );
+    assert_eq!(
+        backoff_count(&failed),
+        0,
+        "no restart was performed: {}",
+        failed["status"]
+    );
+    assert_ne!(
+        condition(&failed, "Running").and_then(|c| c["status"].as_str()),
+        Some("True"),
+        "a failed job does not show Running True: {}",
+        failed["status"]
+    );
+    // Stays so: nothing is placed elsewhere.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        f.pods_on("no-budget", &["home", "member-2"])
+            .await
+            .is_empty(),
+        "not re-placed: {:?}",
+        f.pod_names_on("no-budget", &["home", "member-2"]).await
+    );
+    let later = f.job("no-budget").await;
+    assert_eq!(
+        (phase_of(&later), backoff_count(&later)),
+        ("Failed", 0),
+        "{}",
+        later["status"]
+    );
+    set_faults(&f.clients["member-1"], json!({"partitioned": false})).await;
+}
+
+/// A paused job has no pods, so losing the clusters it was placed on costs
+/// it nothing: it stays Paused with no restart counted, and at resume it is
+/// placed anew on the clusters that are reachable.
+async fn paused_job_whose_clusters_are_lost(ground: Ground) {
+    let f = Federation::start(ground, FAST_LOSS).await;
+    f.submit(gpu_job(
+        "sleeper",
+        &[("worker", 2, 2)],
+        json!({"runPolicy": {"cleanUpPolicy": "none", "backoffLimit": 3}}),
+        "300",
+    ))
+    .await;
+    f.wait_phase("sleeper", "Running", WAIT).await;
+    let placed = f.pod_names_on("sleeper", &CLUSTERS).await;
+    assert_eq!(
+        placed.keys().collect::<Vec<_>>(),
+        ["member-1"],
+        "Pack puts the job on member-1: {placed:?}"
+    );
+
+    f.set_paused("sleeper", true).await;
+    let paused = f.wait_phase("sleeper", "Paused", WAIT).await;
+    assert_eq!(
+        condition(&paused, "Paused").and_then(|c| c["status"].as_str()),
+        Some("True"),
+        "{}",
+        paused["status"]
+    );
+    sim_kube::eventually_within("no pod of the paused job anywhere", WAIT, async || {
+        f.pods_on("sleeper", &CLUSTERS)
+            .await
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+
+    set_faults(&f.clients["member-1"], json!({"partitioned": true})).await;
+    let members = f.members();
+    wait_ready(&members, "member-1", "False").await;
+    // Stays so, past the lost timeout (3 s after the last good probe).
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        let job = f.job("sleeper").await;
+        assert_eq!(
+            (phase_of(&job), backoff_count(&job)),
+            ("Paused", 0),
+            "a paused job is not failed over: {}",
+            job["status"]
+        );
+        let pods = f.pod_names_on("sleeper", &["home", "member-2"]).await;
+        assert!(pods.is_empty(), "no pods while paused: {pods:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    f.set_paused("sleeper", false).await;
+    let resumed = f
+        .wait_job("sleeper", "Running on reachable clusters", FAILOVER, |j| {
+            running_without(j, 2, Some("member-1"))
+        })
+        .await;
+    assert_eq!(
+        backoff_count(&resumed),
+        0,
+        "pause, loss and resume count no restart: {}",
+        resumed["status"]
+    );
+    let pods = f.pod_names_on("sleeper", &["home", "member-2"]).await;
+    assert_eq!(
+        pods.values().map(Vec::len).sum::<usize>(),
+        2,
+        "one pod per replica: {pods:?}"
+    );
+    set_faults(&f.clients["member-1"], json!({"partitioned": false})).await;
+    wait_ready(&members, "member-1", "True").await;
+    assert!(
+        f.pods_on("sleeper", &["member-1"]).await.is_empty(),
+        "nothing of the job on member-1"
+    );
+}
+
+/// Free GPUs on member `name` as its MemberCluster status shows them.
+async fn free_gpus(members: &Api<MemberCluster>, name: &str) -> Option<String> {
+    members
+        .get(name)
+        .await
+        .ok()?
+        .status?
+        .free
+        .get("nvidia.com/gpu")
+        .cloned()
+}
+
+/// A job that waits for capacity and is then paused withdraws its queued
+/// placement: freed capacity gives it no pods until it resumes.
+async fn paused_job_is_never_placed_when_capacity_frees(ground: Ground) {
+    let f = Federation::start(ground, FAST_LOSS).await;
+    for blocker in ["blocker-1", "blocker-2"] {
+        f.submit(gpu_job(blocker, &[("worker", 1, 4)], json!({}), "300"))
+            .await;
+        f.wait_phase(blocker, "Running", WAIT).await;
+    }
+    let blocked = f.pod_names_on("blocker-1", &CLUSTERS).await;
+    assert_eq!(
+        blocked.keys().collect::<Vec<_>>(),
+        ["member-1"],
+        "blocker-1 fills member-1: {blocked:?}"
+    );
+    f.submit(gpu_job("patient", &[("worker", 2, 2)], json!({}), "300"))
+        .await;
+    f.wait_job("patient", "WaitingForCapacity", WAIT, |j| {
+        condition(j, "Initialized").and_then(|c| c["reason"].as_str()) == Some("WaitingForCapacity")
+    })
+    .await;
+    assert!(
+        f.pods_on("patient", &CLUSTERS).await.is_empty(),
+        "no pods while waiting"
+    );
+
+    f.set_paused("patient", true).await;
+    f.wait_phase("patient", "Paused", WAIT).await;
+    f.jobs()
+        .delete("blocker-1", &Default::default())
+        .await
+        .expect("blocker-1 deleted");
+    // Until the controller sees member-1's GPUs free, and 3 s after: no pod.
+    let members = f.members();
+    let no_pods = async || {
+        let pods = f.pod_names_on("patient", &CLUSTERS).await;
+        assert!(
+            pods.is_empty(),
+            "a paused job gets no pods when capacity frees: {pods:?}"
+        );
+    };
+    sim_kube::eventually_within("member-1's 4 GPUs free in its status", WAIT, async || {
+        no_pods().await;
+        (free_gpus(&members, "member-1").await? == "4").then_some(())
+    })
+    .await;
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        no_pods().await;
+        let job = f.job("patient").await;
+        assert_eq!(phase_of(&job), "Paused", "{}", job["status"]);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    f.set_paused("patient", false).await;
+    let running = f
+        .wait_job("patient", "Running with both replicas", WAIT, |j| {
+            running_without(j, 2, None)
+        })
+        .await;
+    assert_eq!(backoff_count(&running), 0, "{}", running["status"]);
+    let pods = f.pod_names_on("patient", &CLUSTERS).await;
+    assert_eq!(
+        pods.get("member-1").map(Vec::len),
+        Some(2),
+        "placed where capacity freed: {pods:?}"
+    );
+}
+
+/// The ValidatingAdmissionPolicy (and its binding) of
+/// `failover_writes_epoch_and_restart_before_teardown` on the real ground.
+const STATUS_ONLY_POLICY: &str = "failover-test-status-only";
+
+fn admission_resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+        plural,
+    )
+}
+
+/// On home (a real kube-apiserver): refuses any write of the `epoch-kill-*`
+/// jobs that adds or changes a `federation.tfjob.io/` annotation. The
+/// contract keeps the failover record in the status alone, so a controller
+/// that follows it never meets this policy; one that records the epoch in
+/// an annotation is held between its two writes.
+async fn install_status_only_policy(home: &kube::Client, probe_job: &Api<DynamicObject>) {
+    let unchanged = "!has(object.metadata.annotations) || object.metadata.annotations.all(k, !k.startsWith('federation.tfjob.io/') || (has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations && oldObject.metadata.annotations[k] == object.metadata.annotations[k]))";
+    real::apply(
+        home,
+        &json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": STATUS_ONLY_POLICY},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [{
+                    "apiGroups": ["batch.tensorstack.dev"],
+                    "apiVersions": ["*"],
+                    "operations": ["UPDATE"],
+                    "resources": ["tensorflowtrainingjobs"],
+                }]},
+                "matchConditions": [{"name": "failover-test-jobs", "expression": "object.metadata.name.startsWith('epoch-kill-')"}],
+                "validations": [{
+                    "expression": unchanged,
+                    "message": "failover test: the failover record belongs in the job's status",
+                }],
+            },
+        }),
+    )
+    .await;
+    real::apply(
+        home,
+        &json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": STATUS_ONLY_POLICY},
+            "spec": {"policyName": STATUS_ONLY_POLICY, "validationActions": ["Deny"]},
+        }),
+    )
+    .await;
+    // In force once a dry run of such a write is refused.
+    let probe = Patch::Merge(
+        json!({"metadata": {"annotations": {"federation.tfjob.io/policy-check": "x"}}}),
+    );
+    let dry_run = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    sim_kube::eventually_within(
+        "the status-only policy in force",
+        Duration::from_secs(20),
+        async || match probe_job.patch("epoch-kill-0", &dry_run, &probe).await {
+            Err(kube::Error::Api(e)) if e.message.contains("failover record") => Some(()),
+            _ => None,
+        },
+    )
+    .await;
+}
+
+async fn remove_status_only_policy(home: &kube::Client) {
+    for (kind, plural) in [
+        (
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        ),
+        ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+    ] {
+        let api: Api<DynamicObject> =
+            Api::all_with(home.clone(), &admission_resource(kind, plural));
+        match api.delete(STATUS_ONLY_POLICY, &Default::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => panic!("delete {kind} {STATUS_ONLY_POLICY}: {e}"),
+        }
+    }
+}
+
+/// The epoch a job's object shows: `status.placement.epoch` (the contract)
+/// or, from controllers before it, the annotation.
+fn recorded_epoch(job: &Value) -> Option<u64> {
+    job["status"]["placement"]["epoch"].as_u64().or_else(|| {
+        job["metadata"]["annotations"][EPOCH_LABEL]
+            .as_str()?
+            .parse()
+            .ok()
+    })
+}
+
+/// What the watch of the jobs saw: the highest backoffCount per job, and
+/// the first job that showed any trace of a failover.
+#[derive(Default)]
+struct FailoverWatch {
+    highest_backoff: BTreeMap<String, i64>,
+    first_sign: Option<String>,
+}
+
+/// Watches the jobs of `initial` (name → placement epoch of their pods):
+/// the first trace of a failover (a backoffCount, or a newer epoch in the
+/// status or the annotation) is sent on the returned channel at once.
+fn watch_failovers(
+    jobs: Api<DynamicObject>,
+    initial: BTreeMap<String, u64>,
+) -> (
+    tokio::task::JoinHandle<()>,
+    Arc<Mutex<FailoverWatch>>,
+    tokio::sync::oneshot::Receiver<String>,
+) {
+    let seen = Arc::new(Mutex::new(FailoverWatch::default()));
+    let (tell, told) = tokio::sync::oneshot::channel();
+    let sink = seen.clone();
+    let task = tokio::spawn(async move {
+        let mut tell = Some(tell);
+        let mut events = kube::runtime::WatchStreamExt::default_backoff(watcher(
+            jobs,
+            watcher::Config::default(),
+        ))
+        .boxed();
+        while let Some(event) = events.next().await {
+            let (Ok(watcher::Event::Apply(job)) | Ok(watcher::Event::InitApply(job))) = event
+            else {
+                continue;
+            };
+            let name = job.metadata.name.clone().unwrap_or_default();
+            let Some(epoch) = initial.get(&name) else {
+                continue;
+            };
+            let job = serde_json::to_value(&job).expect("job as JSON");
+            let count = backoff_count(&job);
+            let moved = recorded_epoch(&job).is_some_and(|e| e > *epoch);
+            let mut seen = sink.lock().expect("lock");
+            let highest = seen.highest_backoff.entry(name.clone()).or_default();
+            *highest = (*highest).max(count);
+            if (count > 0 || moved) && seen.first_sign.is_none() {
+                let sign = format!(
+                    "{name}: backoffCount {count}, recorded epoch {:?}",
+                    recorded_epoch(&job)
+                );
+                seen.first_sign = Some(sign.clone());
+                if let Some(tell) = tell.take() {
+                    let _ = tell.send(sign);
+                }
+            }
+        }
+    });
+    (task, seen, told)
+}
+
+/// Every pod (uid) ever seen on `clusters`, by cluster, name and epoch.
+type PodsSeen = Arc<Mutex<BTreeSet<(String, String, Option<u64>, String)>>>;
+
+fn record_pods(f: &Federation, clusters: &[&str]) -> (Vec<tokio::task::JoinHandle<()>>, PodsSeen) {
+    let seen: PodsSeen = Default::default();
+    let tasks = clusters
+        .iter()
+        .map(|cluster| {
+            let pods: Api<Pod> = Api::namespaced(f.clients[*cluster].clone(), "default");
+            let (sink, cluster) = (seen.clone(), cluster.to_string());
+            tokio::spawn(async move {
+                let config = watcher::Config::default().labels("federation.tfjob.io/job-name");
+                let mut events =
+                    kube::runtime::WatchStreamExt::default_backoff(watcher(pods, config)).boxed();
+                while let Some(event) = events.next().await {
+                    let (Ok(watcher::Event::Apply(pod)) | Ok(watcher::Event::InitApply(pod))) =
+                        event
+                    else {
+                        continue;
+                    };
+                    let uid = pod.metadata.uid.clone().unwrap_or_default();
+                    sink.lock().expect("lock").insert((
+                        cluster.clone(),
+                        name_of(&pod),
+                        epoch_of(&pod),
+                        uid,
+                    ));
+                }
+            })
+        })
+        .collect();
+    (tasks, seen)
+}
+
+/// The contract: a failover writes the new epoch and the counted restart in
+/// one status write before any teardown, so a controller killed right
+/// after that write, before its teardown, and restarted shows exactly one
+/// restart, and no replica runs twice.
+///
+/// Six jobs of two workers, spread over member-1 and member-2; member-2
+/// answers 1.5 s late, so a teardown there cannot finish at once; member-1
+/// is partitioned until lost. The controller is killed at the first trace
+/// of the failover on any job (a backoffCount, a newer epoch in
+/// `status.placement` or, from earlier controllers, in the annotation),
+/// then started again with member-1 still lost. Each job must end Running on
+/// member-2 with backoffCount 1 (never more), and once member-1 returns each
+/// replica has exactly one pod, in the newest epoch, over all clusters.
+///
+/// A controller that records the epoch and the count in two writes can be
+/// caught between them; to make that likely, the home API server refuses
+/// some writes during the failover: on the real ground a
+/// ValidatingAdmissionPolicy refuses writes of `federation.tfjob.io/`
+/// annotations of these jobs (the contract's controller writes none, so it
+/// never meets the policy), which deterministically holds an annotation
+/// writer between its writes; the simulator has no admission policies, so
+/// there two thirds of home's requests are answered 500 or 429 meanwhile:
+/// kube-rs retries a 429, so about half of the writes fail, each job's two
+/// writes are split with probability about 1/2 (a failed write is retried
+/// after `retryIntervalMs`, 2 s), and all six jobs escape with about 1/64.
+async fn failover_writes_epoch_and_restart_before_teardown(ground: Ground) {
+    let settings = format!("{FAST_LOSS}retryIntervalMs: 2000\n");
+    let mut f = Federation::start(ground, &settings).await;
+    let names: Vec<String> = (0..6).map(|i| format!("epoch-kill-{i}")).collect();
+    let spread = json!({
+        "scheduler": {"federation": {"strategy": "Spread"}},
+        "runPolicy": {"cleanUpPolicy": "none", "backoffLimit": 5},
+    });
+    for name in &names {
+        f.submit(gpu_job(name, &[("worker", 2, 0)], spread.clone(), "600"))
+            .await;
+    }
+    let mut initial = BTreeMap::new();
+    for name in &names {
+        f.wait_phase(name, "Running", WAIT).await;
+        let pods = f.pods_on(name, &CLUSTERS).await;
+        assert_eq!(
+            pods.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["member-1", "member-2"],
+            "{name} spreads over both members"
+        );
+        let epochs: BTreeSet<Option<u64>> = pods.values().flatten().map(epoch_of).collect();
+        assert_eq!(epochs.len(), 1, "{name}: one epoch: {epochs:?}");
+        let epoch = epochs.into_iter().next().flatten().expect("an epoch label");
+        initial.insert(name.clone(), epoch);
+    }
+    let (pod_watches, pods_seen) = record_pods(&f, &["home", "member-2"]);
+    let (job_watch, failovers, first_sign) = watch_failovers(f.jobs(), initial.clone());
+    sim_kube::eventually_within("the job watch to list the jobs", WAIT, async || {
+        let listed = failovers.lock().expect("lock").highest_backoff.len();
+        (listed == names.len()).then_some(())
+    })
+    .await;
+    let home = f.clients["home"].clone();
+    match ground {
+        Ground::Real => install_status_only_policy(&home, &f.jobs()).await,
+        Ground::Sim => set_faults(&home, json!({"errorRate": 0.67})).await,
+    }
+    set_faults(&f.clients["member-2"], json!({"latencyMs": 1500})).await;
+
+    set_faults(&f.clients["member-1"], json!({"partitioned": true})).await;
+    let sign = tokio::time::timeout(FAILOVER, first_sign)
+        .await
+        .expect("a failover within the limit")
+        .expect("the job watch runs");
+    f.kill_controller();
+    set_faults(&f.clients["member-2"], json!({"latencyMs": 0})).await;
+    if ground == Ground::Sim {
+        set_faults(&home, json!({"errorRate": 0.0})).await;
+    }
+    // Killed before the teardown: member-2 answered 1.5 s late, so a pod
+    // deleted by now was deleted before the failover was written.
+    let on_member_2 = f.pods_on_all(&names, "member-2").await;
+    for name in &names {
+        let old: Vec<&Pod> = on_member_2[name]
+            .iter()
+            .filter(|p| epoch_of(p) == Some(initial[name]) && !deleting(p))
+            .collect();
+        assert_eq!(
+            old.len(),
+            1,
+            "{name}: its replica on member-2 was not torn down before the failover's record (first sign: {sign})"
+        );
+    }
+    if ground == Ground::Real {
+        remove_status_only_policy(&home).await;
+    }
+    let mut at_kill = Vec::new();
+    for name in &names {
+        let job = f.job(name).await;
+        at_kill.push(format!(
+            "{name}: backoffCount {}, recorded epoch {:?}",
+            backoff_count(&job),
+            recorded_epoch(&job)
+        ));
+    }
+
+    f.restart_controller();
+    for name in &names {
+        let replaced = f
+            .wait_job(name, "Running again on member-2", FAILOVER, |j| {
+                running_without(j, 2, Some("member-1"))
+            })
+            .await;
+        assert_eq!(
+            backoff_count(&replaced),
+            1,
+            "{name}: one restart for one failover, whenever the controller died; just after the kill (first sign: {sign}): {at_kill:#?}"
+        );
+    }
+    set_faults(&f.clients["member-1"], json!({"partitioned": false})).await;
+    let mut newest = BTreeMap::new();
+    for name in &names {
+        let epoch = sim_kube::eventually_within(
+            &format!("{name}: one pod per replica, all of the newest epoch"),
+            FAILOVER,
+            async || {
+                let pods = f.pods_on(name, &CLUSTERS).await;
+                let all: Vec<&Pod> = pods.values().flatten().collect();
+                let epoch = all.iter().filter_map(|p| epoch_of(p)).max()?;
+                let names: BTreeSet<String> = all.iter().map(|p| name_of(p)).collect();
+                let current = all
+                    .iter()
+                    .all(|p| epoch_of(p) == Some(epoch) && !deleting(p));
+                (all.len() == 2 && names.len() == 2 && current).then_some(epoch)
+            },
+        )
+        .await;
+        assert!(epoch > initial[name], "{name}: a new epoch");
+        newest.insert(name.clone(), epoch);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    job_watch.abort();
+    for task in pod_watches {
+        task.abort();
+    }
+    let highest = failovers.lock().expect("lock").highest_backoff.clone();
+    for name in &names {
+        assert_eq!(
+            highest.get(name),
+            Some(&1),
+            "{name}: the highest backoffCount ever shown"
+        );
+    }
+    let seen = pods_seen.lock().expect("lock").clone();
+    for name in &names {
+        let mut per_replica: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (_, pod, epoch, uid) in &seen {
+            if pod.starts_with(&format!("{name}-")) && *epoch == Some(newest[name]) {
+                per_replica
+                    .entry(pod.clone())
+                    .or_default()
+                    .insert(uid.clone());
+            }
+        }
+        assert_eq!(
+            per_replica.len(),
+            2,
+            "{name}: both replicas ran in epoch {}: {per_replica:?}",
+            newest[name]
+        );
+        assert!(
+            per_replica.values().all(|uids| uids.len() == 1),
+            "{name}: each replica had exactly one pod in the newest epoch: {per_replica:?}"
+        );
+    }
+}
+
+on_both_grounds!(
+    deleting_a_member_cluster_under_a_running_job,
+    cluster_loss_without_restart_budget_fails_the_job,
+    paused_job_whose_clusters_are_lost,
+    paused_job_is_never_placed_when_capacity_frees,
+    failover_writes_epoch_and_restart_before_teardown,
+);
