@@ -920,15 +920,12 @@ impl Handler<ReplicaReport> for JobActor {
 
     fn handle(&mut self, msg: ReplicaReport, ctx: &mut Self::Context) {
         let _timer = self.shared.metrics.handling(ActorKind::Job);
-        if let Some(message) = msg.blocked {
-            let key = msg.view.key;
-            self.feed(ctx, Event::ReplicaBlocked { key, message });
-        }
         self.feed(
             ctx,
             Event::Replica {
                 view: msg.view,
                 epoch: msg.epoch,
+                blocked: msg.blocked,
             },
         );
     }

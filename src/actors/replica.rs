@@ -111,7 +111,8 @@ pub struct ReplicaActor {
     creating: bool,
     tearing_down: bool,
     /// Why the pod or service cannot be created now, and the failed tries.
-    blocked: Option<String>,
+    pod_blocked: Option<String>,
+    service_blocked: Option<String>,
     blocked_tries: u32,
     /// This actor and its replica's cluster and phase, in the metrics.
     census: ReplicaCensus,
@@ -142,7 +143,8 @@ impl ReplicaActor {
             service_gone: false,
             creating: false,
             tearing_down,
-            blocked: None,
+            pod_blocked: None,
+            service_blocked: None,
             blocked_tries: 0,
         }
     }
@@ -189,38 +191,61 @@ impl ReplicaActor {
             ReplicaReport {
                 view,
                 epoch: self.setup.epoch,
-                blocked: self.blocked.clone(),
+                blocked: self
+                    .pod_blocked
+                    .clone()
+                    .or_else(|| self.service_blocked.clone()),
             },
             &self.cluster().metrics,
             ActorKind::Job,
         );
     }
 
-    /// The name is taken by an object not ours: say so, try again later.
-    fn blocked_by(&mut self, ctx: &mut Context<Self>, kind: &str) {
+    /// The name is taken by an object not ours (a pod, or else a
+    /// service): say so, try again later.
+    fn blocked_by(&mut self, ctx: &mut Context<Self>, pod: bool) {
         let message = format!(
-            "{kind} {}/{} on cluster {} exists and is not managed by {MANAGER}; replica {} \
+            "{} {}/{} on cluster {} exists and is not managed by {MANAGER}; replica {} \
              waits for the name to be free",
+            if pod { "pod" } else { "service" },
             self.pod_key.0,
             self.pod_key.1,
             self.cluster().name,
             self.setup.key
         );
-        if self.blocked.as_deref() != Some(&message) {
+        let current = if pod {
+            &self.pod_blocked
+        } else {
+            &self.service_blocked
+        };
+        if current.as_deref() != Some(&message) {
             tracing::warn!(replica = %self.pod_key.1, cluster = %self.cluster().name, "{message}");
-            self.blocked = Some(message);
+            if pod {
+                self.pod_blocked = Some(message);
+            } else {
+                self.service_blocked = Some(message);
+            }
             self.report();
         }
         self.blocked_tries = self.blocked_tries.saturating_add(1);
         let delay = self.setup.backoff.delay(self.blocked_tries);
-        ctx.run_later(delay, |act, ctx| {
-            act.ensure_service(ctx);
-            act.ensure_pod(ctx);
+        ctx.run_later(delay, move |act, ctx| {
+            if pod {
+                act.ensure_pod(ctx)
+            } else {
+                act.ensure_service(ctx)
+            }
         });
     }
 
-    fn unblocked(&mut self) {
-        if self.blocked.take().is_some() {
+    /// The pod's (or else the service's) name is ours now.
+    fn unblocked(&mut self, pod: bool) {
+        let slot = if pod {
+            &mut self.pod_blocked
+        } else {
+            &mut self.service_blocked
+        };
+        if slot.take().is_some() {
             self.blocked_tries = 0;
             self.report();
         }
@@ -251,8 +276,11 @@ impl ReplicaActor {
             }
             .into_actor(self)
             .map(|result: kube::Result<Option<Service>>, act, ctx| match result {
-                Ok(Some(service)) if is_ours(&service) => act.export_service(ctx, &service),
-                Ok(Some(_)) => act.blocked_by(ctx, "service"),
+                Ok(Some(service)) if is_ours(&service) => {
+                    act.unblocked(false);
+                    act.export_service(ctx, &service)
+                }
+                Ok(Some(_)) => act.blocked_by(ctx, false),
                 // Deleted between our create and our read: create it again.
                 Ok(None) => act.ensure_service(ctx),
                 Err(e) => tracing::warn!(replica = %act.pod_key.1, cluster = %act.cluster().name, error = %e, "creating service refused"),
@@ -323,7 +351,7 @@ impl ReplicaActor {
                 act.creating = false;
                 match result {
                     Ok(Some((pod, created))) if created || is_ours(&pod) => {
-                        act.unblocked();
+                        act.unblocked(true);
                         // The informer reports it too; taking it now avoids a second create.
                         if act.current.is_none() {
                             act.observe(ctx, Some(Arc::new(pod)));
@@ -334,7 +362,7 @@ impl ReplicaActor {
                             }
                         }
                     }
-                    Ok(Some(_)) => act.blocked_by(ctx, "pod"),
+                    Ok(Some(_)) => act.blocked_by(ctx, true),
                     // Deleted between our create and our read: create it again.
                     Ok(None) => act.ensure_pod(ctx),
                     Err(e) => {

@@ -172,10 +172,13 @@ pub enum Event {
     /// Namespaces and PodGroups exist on the placement's clusters.
     Prepared,
     /// A replica's state, from its actor of `epoch`.
-    Replica { view: ReplicaView, epoch: u64 },
-    /// A replica cannot create its pod or service: the name is taken by an
-    /// object this controller does not own (`message` names it).
-    ReplicaBlocked { key: ReplicaKey, message: String },
+    /// `blocked`: its pod or service cannot be created, the name being
+    /// taken by an object this controller does not own (it says which).
+    Replica {
+        view: ReplicaView,
+        epoch: u64,
+        blocked: Option<String>,
+    },
     /// A retired replica's pod and service are gone.
     TornDown(ReplicaKey),
     /// The member clusters lost now (all of them, not only new ones).
@@ -527,13 +530,11 @@ impl Step<'_> {
                     self.start(Intent::Run(self.mode()));
                 }
             }
-            Event::Replica { view, epoch } => self.replica_report(view, epoch),
-            Event::ReplicaBlocked { key, message } => {
-                if self.job.stage == Stage::Active && self.job.blocked.get(&key) != Some(&message) {
-                    self.record(true, reason::OBJECT_NAME_TAKEN, message.clone());
-                    self.job.blocked.insert(key, message);
-                }
-            }
+            Event::Replica {
+                view,
+                epoch,
+                blocked,
+            } => self.replica_report(view, epoch, blocked),
             Event::TornDown(key) => self.torn_down(key),
             Event::ClustersLost(lost) => self.clusters_lost(lost),
             Event::DeadlineReached { at } => {
@@ -880,13 +881,21 @@ impl Step<'_> {
         }
     }
 
-    fn replica_report(&mut self, view: ReplicaView, epoch: u64) {
+    fn replica_report(&mut self, view: ReplicaView, epoch: u64, blocked: Option<String>) {
         if epoch != self.job.epoch() || !matches!(self.job.stage, Stage::Active | Stage::Finished) {
             // A replica of an earlier placement, being torn down.
             return;
         }
-        if view.phase != ReplicaPhase::Creating {
-            self.job.blocked.remove(&view.key);
+        match blocked {
+            Some(message) if self.job.stage == Stage::Active => {
+                if self.job.blocked.get(&view.key) != Some(&message) {
+                    self.record(true, reason::OBJECT_NAME_TAKEN, message.clone());
+                    self.job.blocked.insert(view.key, message);
+                }
+            }
+            _ => {
+                self.job.blocked.remove(&view.key);
+            }
         }
         self.job.views.insert(view.key, view.clone());
         if self.job.stage != Stage::Active {

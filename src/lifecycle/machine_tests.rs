@@ -96,6 +96,7 @@ fn report(key: ReplicaKey, phase: RP, epoch: u64) -> Event {
     Event::Replica {
         view: view(key, phase, &uid, code),
         epoch,
+        blocked: None,
     }
 }
 
@@ -281,7 +282,13 @@ fn condition(state: &JobState, kind: Cond) -> Option<(ConditionStatus, String)> 
 }
 
 /// From a stage, an event; then the stage, the phase and the effects.
-type Row = (&'static str, Event, &'static str, Option<JobPhase>, &'static [&'static str]);
+type Row = (
+    &'static str,
+    Event,
+    &'static str,
+    Option<JobPhase>,
+    &'static [&'static str],
+);
 
 #[test]
 fn transitions() {
@@ -391,6 +398,18 @@ fn transitions() {
             "Active",
             Some(Pending),
             &[],
+        ),
+        // A name taken by an object not ours: said once, until it is free.
+        (
+            "creating",
+            Event::Replica {
+                view: view(WORKER_0, RP::Creating, "x", None),
+                epoch: 0,
+                blocked: Some("pod ns/j-worker-0 on cluster home exists".into()),
+            },
+            "Active",
+            Some(Pending),
+            &["Warning(ObjectNameTaken)"],
         ),
         (
             "running",
@@ -709,6 +728,7 @@ fn a_replica_failing_for_good_shows_in_replica_failure() {
         Event::Replica {
             view: view(WORKER_1, RP::Failed, "second", Some(1)),
             epoch: 0,
+            blocked: None,
         },
         t(0),
     ));
@@ -817,9 +837,10 @@ fn no_transition_breaks_the_invariants() {
             report(WORKER_0, RP::Succeeded, 0),
             report(WORKER_1, RP::Failed, 0),
             report(WORKER_1, RP::Running, 1),
-            Event::ReplicaBlocked {
-                key: WORKER_0,
-                message: "pod ns/j-worker-0 is not ours".into(),
+            Event::Replica {
+                view: view(WORKER_0, RP::Creating, "x", None),
+                epoch: 0,
+                blocked: Some("pod ns/j-worker-0 is not ours".into()),
             },
             Event::TornDown(WORKER_0),
             Event::TornDown(WORKER_1),
