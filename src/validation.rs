@@ -14,8 +14,8 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::api::{
-    CleanUpPolicy, FederationPolicy, FederationStrategy, PodTemplate, ReplicaType, RestartPolicy,
-    TENSORFLOW_CONTAINER, TensorFlowTrainingJob, TensorFlowTrainingJobSpec,
+    CleanUpPolicy, FederationPolicy, FederationStrategy, MAX_REPLICAS, PodTemplate, ReplicaType,
+    RestartPolicy, TENSORFLOW_CONTAINER, TensorFlowTrainingJob, TensorFlowTrainingJobSpec,
 };
 
 /// The condition and Event reason for a job that fails validation.
@@ -125,6 +125,54 @@ pub fn validate(job: &TensorFlowTrainingJob) -> Result<(), ValidationError> {
     errors.into_result()
 }
 
+/// `path` and a path within it as `serde_path_to_error` prints it (`.`
+/// for the root).
+pub fn join_path(path: &str, within: &str) -> String {
+    match within {
+        "" | "." => path.to_string(),
+        within => format!("{path}.{within}"),
+    }
+}
+
+/// A serde error (`invalid type: string "two", expected i32`) in the words
+/// of a Kubernetes field error (`Invalid value: string "two": must be an
+/// integer`).
+pub fn in_words(message: &str) -> String {
+    let expected = |what: &str| -> String {
+        let what = what.trim();
+        let words = match what {
+            "i8" | "i16" | "i32" | "i64" | "u8" | "u16" | "u32" | "u64" | "usize" => "an integer",
+            "f32" | "f64" => "a number",
+            "a boolean" => "true or false",
+            "a sequence" => "a list",
+            "a map" => "an object",
+            _ if what.starts_with("struct ") => "an object",
+            _ => what,
+        };
+        if what.len() > 1 && what[1..].parse::<u32>().is_ok() && what.starts_with(['i', 'u']) {
+            format!("{words} that fits {what}")
+        } else {
+            words.to_string()
+        }
+    };
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix)
+            && let Some((found, wanted)) = rest.rsplit_once(", expected ")
+        {
+            return format!("Invalid value: {found}: must be {}", expected(wanted));
+        }
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant ")
+        && let Some((found, wanted)) = rest.split_once(", expected ")
+    {
+        return format!("Unsupported value: {found}: supported values: {wanted}");
+    }
+    if let Some(field) = message.strip_prefix("missing field ") {
+        return format!("Required value: {field} is required");
+    }
+    format!("Invalid value: {message}")
+}
+
 /// Pods and services are named `<job>-<type>-<index>`; the service name must
 /// be a DNS-1035 label. Reports the longest implied name that is not.
 fn check_implied_names(name: &str, spec: &TensorFlowTrainingJobSpec, errors: &mut Errors) {
@@ -216,6 +264,12 @@ fn check_replica_specs(spec: &TensorFlowTrainingJobSpec, errors: &mut Errors) {
                 replica.replicas,
                 "must be greater than or equal to 0",
             );
+        } else if replica.replicas > MAX_REPLICAS {
+            errors.invalid(
+                format!("{path}.replicas"),
+                replica.replicas,
+                &format!("must be at most {MAX_REPLICAS}"),
+            );
         }
         if let Some(policy) = &replica.restart_policy
             && RestartPolicy::parse(policy).is_none()
@@ -238,11 +292,7 @@ fn check_template(template: &PodTemplate, path: &str, errors: &mut Errors) {
     let template = match template.parse() {
         Ok(template) => template,
         Err(error) => {
-            // The message already says what was expected ("invalid type: …").
-            errors.push(
-                format!("{path}.{}", error.path),
-                format!("Invalid value: {}", error.message),
-            );
+            errors.push(join_path(path, &error.path), in_words(&error.message));
             return;
         }
     };
@@ -560,6 +610,61 @@ mod tests {
     }
 
     #[test]
+    fn serde_errors_read_as_field_errors() {
+        for (message, expected) in [
+            (
+                r#"invalid type: string "two", expected i32"#,
+                r#"Invalid value: string "two": must be an integer that fits i32"#,
+            ),
+            (
+                "invalid value: integer `-1`, expected u64",
+                "Invalid value: integer `-1`: must be an integer that fits u64",
+            ),
+            (
+                "invalid type: sequence, expected struct ReplicaSpec",
+                "Invalid value: sequence: must be an object",
+            ),
+            (
+                "invalid type: integer `3`, expected a string",
+                "Invalid value: integer `3`: must be a string",
+            ),
+            (
+                "missing field `replicaSpecs`",
+                "Required value: `replicaSpecs` is required",
+            ),
+            ("something else", "Invalid value: something else"),
+        ] {
+            assert_eq!(in_words(message), expected);
+        }
+        assert_eq!(
+            join_path("spec.replicaSpecs[0].template", "."),
+            "spec.replicaSpecs[0].template"
+        );
+        assert_eq!(
+            join_path("spec", "runPolicy.backoffLimit"),
+            "spec.runPolicy.backoffLimit"
+        );
+    }
+
+    #[test]
+    fn replicas_beyond_the_bound() {
+        let errors = errors_for(json!({"replicaSpecs": [replica("worker", 2147483647)]}));
+        assert_eq!(
+            errors,
+            ["spec.replicaSpecs[0].replicas: Invalid value: 2147483647: must be at most 1000"]
+        );
+        let job = job(
+            "huge",
+            json!({"replicaSpecs": [replica("worker", 2147483647)]}),
+        );
+        assert_eq!(
+            job.spec.replica_keys().len(),
+            1000,
+            "nothing sized by the raw count"
+        );
+    }
+
+    #[test]
     fn negative_replicas() {
         let errors =
             errors_for(json!({"replicaSpecs": [replica("chief", 1), replica("worker", -1)]}));
@@ -595,7 +700,7 @@ mod tests {
         assert_eq!(
             errors_for(spec),
             [
-                r#"spec.replicaSpecs[1].template.spec.containers[0].ports[0].containerPort: Invalid value: invalid type: string "2222", expected i32"#
+                r#"spec.replicaSpecs[1].template.spec.containers[0].ports[0].containerPort: Invalid value: string "2222": must be an integer that fits i32"#
             ]
         );
     }

@@ -21,7 +21,7 @@ use super::members::MemberSupervisor;
 use crate::api::TensorFlowTrainingJob;
 use crate::telemetry::metrics::Alive;
 use crate::telemetry::{ActorKind, Synced};
-use crate::validation::INVALID_SPEC_REASON;
+use crate::validation::{self, INVALID_SPEC_REASON};
 
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -55,12 +55,21 @@ impl JobManager {
 
     fn apply(&mut self, ctx: &mut Context<Self>, obj: DynamicObject) {
         let uid = obj.uid().unwrap_or_default();
-        let job = match serde_json::to_value(&obj)
-            .and_then(serde_json::from_value::<TensorFlowTrainingJob>)
-        {
+        let parsed = serde_json::to_value(&obj)
+            .map_err(|e| e.to_string())
+            .and_then(|value| {
+                serde_path_to_error::deserialize::<_, TensorFlowTrainingJob>(value).map_err(|e| {
+                    format!(
+                        "{}: {}",
+                        e.path(),
+                        validation::in_words(&e.inner().to_string())
+                    )
+                })
+            });
+        let job = match parsed {
             Ok(job) => Arc::new(job),
             Err(e) => {
-                self.reject_unparsable(&obj, &e.to_string());
+                self.reject_unparsable(&obj, &e);
                 return;
             }
         };
@@ -82,10 +91,25 @@ impl JobManager {
     /// Marks a job that cannot be read as Failed with InvalidSpec (once).
     fn reject_unparsable(&self, obj: &DynamicObject, error: &str) {
         let already = obj.data.pointer("/status/phase").and_then(|p| p.as_str()) == Some("Failed");
-        tracing::warn!(job = %obj.name_any(), error, "job cannot be parsed");
         if already {
             return;
         }
+        // The user's mistake, told in the job's status and an Event.
+        tracing::info!(job = %obj.name_any(), error, "job cannot be read");
+        let recorder = self.shared.recorder.clone();
+        let reference = kube::Resource::object_ref(obj, &job_resource());
+        let event = kube::runtime::events::Event {
+            type_: kube::runtime::events::EventType::Warning,
+            reason: INVALID_SPEC_REASON.into(),
+            note: Some(format!("the job cannot be read: {error}")),
+            action: INVALID_SPEC_REASON.into(),
+            secondary: None,
+        };
+        tokio::spawn(async move {
+            if let Err(e) = recorder.publish(&event, &reference).await {
+                tracing::debug!(error = %e, "publishing event failed");
+            }
+        });
         let api: Api<DynamicObject> = Api::namespaced_with(
             self.shared.home.client.clone(),
             &obj.namespace().unwrap_or_default(),

@@ -39,6 +39,11 @@ use super::schema;
 /// The name of the main container every replica template must contain.
 pub const TENSORFLOW_CONTAINER: &str = "tensorflow";
 
+/// The most replicas of one type a job may have: one job asking for
+/// millions must not exhaust the controller (each replica costs an actor,
+/// a pod and a service).
+pub const MAX_REPLICAS: i32 = 1000;
+
 /// The command debug-mode pods run unless `runMode.debug.replicaSpecs` names one.
 pub const DEFAULT_DEBUG_COMMAND: [&str; 2] = ["sleep", "inf"];
 
@@ -898,10 +903,12 @@ impl TensorFlowTrainingJobSpec {
             .collect()
     }
 
-    /// The number of replicas of one type (0 when the type is absent).
+    /// The number of replicas of one type (0 when the type is absent), at
+    /// most [`MAX_REPLICAS`]: nothing is ever sized by an unchecked count
+    /// (validation refuses more).
     pub fn replicas_of(&self, replica_type: ReplicaType) -> i32 {
         self.replica_spec(replica_type)
-            .map_or(0, |s| s.replicas.max(0))
+            .map_or(0, |s| s.replicas.clamp(0, MAX_REPLICAS))
     }
 
     /// The replica whose end decides the job: chief-0 if there is a chief,

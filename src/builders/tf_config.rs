@@ -43,11 +43,12 @@ pub fn tf_config(
         let Some(spec) = job.spec.replica_spec(replica_type) else {
             continue;
         };
-        if spec.replicas <= 0 {
+        let replicas = job.spec.replicas_of(replica_type);
+        if replicas == 0 {
             continue;
         }
         let port = tf_port(&parse_template(replica_type, spec)?);
-        let hosts = (0..spec.replicas)
+        let hosts = (0..replicas)
             .map(|index| {
                 let peer = ReplicaKey::new(replica_type, index);
                 let service = peer.object_name(job_ref.name);

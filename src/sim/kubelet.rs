@@ -54,6 +54,9 @@ pub struct Script {
     pub termination_reason: Option<String>,
 }
 
+/// The longest phase a script may ask for.
+const MAX_SCRIPT_SECONDS: f64 = 10.0 * 365.0 * 86_400.0;
+
 impl Script {
     pub fn from_pod(pod: &Value) -> Script {
         let annotation = |name: &str| {
@@ -61,12 +64,15 @@ impl Script {
                 .and_then(|a| a.get(format!("{ANNOTATION_PREFIX}{name}")))
                 .and_then(Value::as_str)
         };
+        // A time from the user: not negative nor NaN, and `inf` or 1e308
+        // mean "ten years" (a Duration cannot hold them).
         let seconds = |name: &str, default: f64| {
             Duration::from_secs_f64(
                 annotation(name)
                     .and_then(|v| v.trim().parse::<f64>().ok())
                     .filter(|s| *s >= 0.0)
-                    .unwrap_or(default),
+                    .unwrap_or(default)
+                    .min(MAX_SCRIPT_SECONDS),
             )
         };
         let exit_codes: Vec<i32> = annotation("exit-codes")
@@ -485,5 +491,23 @@ mod tests {
             "the last code repeats"
         );
         assert_eq!(Script::from_pod(&json!({})).exit_codes, vec![0]);
+    }
+
+    #[test]
+    fn absurd_times_are_bounded_not_a_panic() {
+        for (value, expected) in [
+            ("inf", MAX_SCRIPT_SECONDS),
+            ("1e308", MAX_SCRIPT_SECONDS),
+            ("NaN", 1.0),
+            ("-3", 1.0),
+            ("two", 1.0),
+        ] {
+            let pod = json!({"metadata": {"annotations": {
+                "sim.federation.tfjob.io/run-seconds": value,
+                "sim.federation.tfjob.io/pending-seconds": value,
+            }}});
+            let script = Script::from_pod(&pod);
+            assert_eq!(script.run.as_secs_f64(), expected, "{value}");
+        }
     }
 }

@@ -1,0 +1,189 @@
+//! Hardening (issue 12) end to end, on both grounds: one user's job can
+//! never stop the controller for the others, and a job that cannot be run
+//! says which field is wrong. One cluster, the controller binary running
+//! against it, as in `tests/operator.rs`.
+
+// (This binary does not install a schemaless CRD, which the shared support re-exports.)
+#[allow(unused_imports)]
+#[macro_use]
+#[path = "common/operator.rs"]
+mod operator_support;
+
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use operator_support::*;
+use serde_json::{Value, json};
+use tfjob_federator::api::JobPhase;
+
+fn jobs_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("batch.tensorstack.dev", "v1beta1", "TensorFlowTrainingJob"),
+        "tensorflowtrainingjobs",
+    )
+}
+
+fn raw_jobs(env: &Env) -> Api<DynamicObject> {
+    Api::namespaced_with(env.client.clone(), &env.namespace, &jobs_resource())
+}
+
+/// A one-worker job whose replica spec is `worker` with `change` merged in.
+fn job_json(name: &str, change: Value) -> Value {
+    let mut worker = replica(
+        "worker",
+        1,
+        &[("pending-seconds", "0.1"), ("run-seconds", "0.5")],
+    );
+    if let (Some(worker), Some(change)) = (worker.as_object_mut(), change.as_object()) {
+        for (key, value) in change {
+            worker.insert(key.clone(), value.clone());
+        }
+    }
+    json!({
+        "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob",
+        "metadata": {"name": name},
+        "spec": {"replicaSpecs": [worker]},
+    })
+}
+
+/// Submits a job as raw JSON: the API server's refusal (its message), or
+/// None once stored.
+async fn submit_raw(env: &Env, job: Value) -> Option<String> {
+    let object: DynamicObject = serde_json::from_value(job).expect("a job object");
+    match raw_jobs(env).create(&PostParams::default(), &object).await {
+        Ok(_) => None,
+        Err(kube::Error::Api(status)) => Some(status.message),
+        Err(e) => panic!(
+            "submitting {}: {e}",
+            object.metadata.name.unwrap_or_default()
+        ),
+    }
+}
+
+/// The job's Failed condition (reason, message), once it has one.
+async fn failed_condition(env: &Env, name: &str) -> (String, String) {
+    wait_for(&format!("job {name} to be Failed"), WAIT, async || {
+        let job = raw_jobs(env).get(name).await.ok()?;
+        let status = job.data.get("status")?;
+        if status.get("phase")?.as_str()? != "Failed" {
+            return None;
+        }
+        let failed = status
+            .get("conditions")?
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Failed")?;
+        Some((
+            failed["reason"].as_str().unwrap_or_default().to_string(),
+            failed["message"].as_str().unwrap_or_default().to_string(),
+        ))
+    })
+    .await
+}
+
+/// Each job is refused by the API server or fails with InvalidSpec, with a
+/// message naming `field`; then a valid job still runs to the end, with the
+/// same controller process.
+async fn expect_refused_or_invalid(env: &mut Env, cases: Vec<(&str, Value, &str)>) {
+    for (name, job, field) in cases {
+        match submit_raw(env, job).await {
+            Some(refusal) => assert!(
+                refusal.contains(field),
+                "{name}: the API server's refusal names {field}: {refusal}"
+            ),
+            None => {
+                let (reason, message) = failed_condition(env, name).await;
+                assert_eq!(reason, "InvalidSpec", "{name}: {message}");
+                assert!(message.contains(field), "{name}: {message:?} names {field}");
+            }
+        }
+    }
+    let fine = job(
+        "fine",
+        json!({"replicaSpecs": [replica("worker", 1, &[("run-seconds", "0.5")])]}),
+    );
+    env.submit(&fine).await;
+    env.wait_phase("fine", JobPhase::Succeeded).await;
+    let problems = env.controller_problems();
+    assert!(problems.is_empty(), "the controller logged: {problems:?}");
+}
+
+/// A job asking for billions of replicas once made the controller abort on
+/// allocation (and every restarted one after it); a million stalled it.
+async fn poison_replica_counts_never_stop_the_controller(ground: Ground) {
+    let mut env = Env::start_on(ground, "poison-counts").await;
+    let field = "spec.replicaSpecs[0].replicas";
+    expect_refused_or_invalid(
+        &mut env,
+        vec![
+            (
+                "huge",
+                job_json("huge", json!({"replicas": 2147483647})),
+                field,
+            ),
+            (
+                "million",
+                job_json("million", json!({"replicas": 1000000})),
+                field,
+            ),
+        ],
+    )
+    .await;
+}
+
+/// Type errors once read `invalid type: string "two", expected i32` with no
+/// field; now the path and what was expected.
+async fn type_errors_name_the_field(ground: Ground) {
+    let mut env = Env::start_on(ground, "type-errors").await;
+    expect_refused_or_invalid(
+        &mut env,
+        vec![
+            (
+                "words",
+                job_json("words", json!({"replicas": "two"})),
+                "spec.replicaSpecs[0].replicas",
+            ),
+            (
+                "listed",
+                job_json("listed", json!({"restartPolicy": ["Never"]})),
+                "spec.replicaSpecs[0].restartPolicy",
+            ),
+        ],
+    )
+    .await;
+}
+
+/// A pod annotation `run-seconds: inf` once panicked the simulated kubelet:
+/// it is a pod that runs for a very long time, and other pods go on.
+async fn absurd_script_times_are_a_long_run(ground: Ground) {
+    let env = Env::start_on(ground, "absurd-times").await;
+    let forever = job(
+        "forever",
+        json!({"replicaSpecs": [replica("worker", 1, &[("pending-seconds", "1e308"), ("run-seconds", "inf")])]}),
+    );
+    env.submit(&forever).await;
+    let fine = job(
+        "fine",
+        json!({"replicaSpecs": [replica("worker", 1, &[("run-seconds", "0.5")])]}),
+    );
+    env.submit(&fine).await;
+    env.wait_phase("fine", JobPhase::Succeeded).await;
+    let pods = env.job_pods("forever").await;
+    assert_eq!(
+        pods.len(),
+        1,
+        "the long job's pod exists: {:?}",
+        pods.keys()
+    );
+    let forever = env.job("forever").await;
+    assert!(
+        !phase_of(&forever).is_some_and(JobPhase::is_terminal),
+        "a pod that waits ten years has not ended: {:?}",
+        phase_of(&forever)
+    );
+}
+
+on_both_grounds!(
+    poison_replica_counts_never_stop_the_controller,
+    type_errors_name_the_field,
+    absurd_script_times_are_a_long_run,
+);
