@@ -5,444 +5,48 @@
 //! write and its teardown. Every scenario runs on both grounds
 //! (`NAME::sim`, `NAME::real`) from one source.
 //!
-//! The harness is the one of `tests/federation.rs` (home and two members of
-//! one node with 4 GPUs each, members registered, home not a target, the
+//! The harness is the federation one of `tests/common/federation.rs` (home
+//! and two members of one node with 4 GPUs each, members registered, the
 //! controller a subprocess with leader election; on the real ground the
-//! controller under the identity `deploy/controller.yaml` ships), trimmed to
-//! what these scenarios use. Jobs are written and read as JSON, so these
-//! tests depend on the API, not on the crate's Rust types.
+//! controller under the identity `deploy/controller.yaml` ships), here with
+//! home not a target and a fast loss. Jobs are written and read as JSON, so
+//! these tests depend on the API, not on the crate's Rust types.
 
 #[macro_use]
-#[path = "common/kube.rs"]
-mod sim_kube;
+#[path = "common/federation.rs"]
+mod federation_support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use federation_support::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use sim_kube::client_for;
-use sim_kube::real::{self, Ground, RealClusters};
 use tfjob_federator::api::MemberCluster;
 
 /// How long a job may take to reach Running or an end.
 const WAIT: Duration = Duration::from_secs(30);
 /// How long a member's loss and the job's re-placement may take.
 const FAILOVER: Duration = Duration::from_secs(45);
-/// Short probe interval and lost timeout, so that a loss shows in seconds.
-const FAST_LOSS: &str =
-    "homeIsTarget: false\nmemberProbeIntervalMs: 500\nclusterLostTimeoutMs: 3000\n";
-const CLUSTERS: [&str; 3] = ["home", "member-1", "member-2"];
 const EPOCH_LABEL: &str = "federation.tfjob.io/placement-epoch";
 
-/// A `tfjob-federator sim` child process, killed on drop.
-struct SimProcess {
-    child: Child,
-    dir: PathBuf,
-}
-
-impl Drop for SimProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+/// The federation of these scenarios: the controller placing on members
+/// only, with a short probe interval and lost timeout (a loss shows in
+/// seconds), and `extra_settings`. On the real ground without the policy
+/// of `failover_writes_epoch_and_restart_before_teardown`, should a failed
+/// run of it have left it.
+async fn start(ground: Ground, extra_settings: &str) -> Federation {
+    let settings = format!("{HOME_NOT_TARGET}{FAST_LOSS}{extra_settings}");
+    let f = Federation::start(ground, &settings).await;
+    if ground == Ground::Real {
+        remove_status_only_policy(&f.clients["home"]).await;
     }
-}
-
-fn start_sim(args: &[&str]) -> SimProcess {
-    let dir = std::env::temp_dir().join(format!(
-        "tfjob-failover-{}-{}",
-        std::process::id(),
-        fastrand::u64(..)
-    ));
-    let child = Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
-        .args(["sim", "--kubeconfig-dir"])
-        .arg(&dir)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("tfjob-federator sim starts");
-    let process = SimProcess { child, dir };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !process.dir.join("ready").exists() {
-        assert!(Instant::now() < deadline, "sim wrote no ready file");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    process
-}
-
-/// A `tfjob-federator run` child process, killed (SIGKILL) on drop.
-struct ControllerProcess(Child);
-
-impl ControllerProcess {
-    fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for ControllerProcess {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// The controller with `settings` (YAML) written next to the kubeconfig and
-/// its JSON log in `controller.log` (appended to, so a restart keeps the
-/// earlier lines); leader election on as deployed, one identity, so a
-/// restarted controller leads at once.
-fn start_controller(home_kubeconfig: &Path, settings: &str) -> ControllerProcess {
-    let config = home_kubeconfig.with_file_name("controller.yaml");
-    std::fs::write(&config, settings).expect("write controller settings");
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(home_kubeconfig.with_file_name("controller.log"))
-        .expect("controller log");
-    let child = Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
-        .args(["--log-format", "json", "run", "--kubeconfig"])
-        .arg(home_kubeconfig)
-        .args(["--metrics-addr", "127.0.0.1:0"])
-        .args(["--leader-elect", "--leader-elect-identity", "failover-test"])
-        .arg("--config")
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("tfjob-federator run starts");
-    ControllerProcess(child)
-}
-
-/// `PUT /_sim/faults` on a cluster (answered even when partitioned; on the
-/// real ground by its fault proxy).
-async fn set_faults(client: &kube::Client, faults: Value) {
-    sim_kube::admin_request(client, hyper::Method::PUT, "faults", Some(faults)).await;
-}
-
-/// The status of member `name`'s Ready condition, if it has one.
-async fn ready_of(members: &Api<MemberCluster>, name: &str) -> Option<String> {
-    let member = members.get(name).await.ok()?;
-    let status = member.status?;
-    let ready = status
-        .conditions
-        .into_iter()
-        .find(|c| c.condition_type == "Ready")?;
-    Some(ready.status)
-}
-
-/// Waits until member `name`'s Ready condition has `status`.
-async fn wait_ready(members: &Api<MemberCluster>, name: &str, status: &str) {
-    sim_kube::eventually_within(
-        &format!("{name} Ready={status}"),
-        Duration::from_secs(20),
-        async || (ready_of(members, name).await? == status).then_some(()),
-    )
-    .await;
-}
-
-fn job_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("batch.tensorstack.dev", "v1beta1", "TensorFlowTrainingJob"),
-        "tensorflowtrainingjobs",
-    )
-}
-
-fn member_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("federation.tfjob.io", "v1alpha1", "MemberCluster"),
-        "memberclusters",
-    )
-}
-
-/// The MemberClusters as `--register` made them on the real clusters of
-/// this test binary, read before any test here deleted one.
-static REGISTERED: tokio::sync::OnceCell<Vec<Value>> = tokio::sync::OnceCell::const_new();
-
-/// On the shared real clusters: the registered MemberClusters exist (a test
-/// here deletes one; after a failure it may not have come back).
-async fn ensure_registered(home: &kube::Client) {
-    let members: Api<DynamicObject> = Api::all_with(home.clone(), &member_resource());
-    let registered = REGISTERED
-        .get_or_init(|| async {
-            members
-                .list(&ListParams::default())
-                .await
-                .expect("list MemberClusters")
-                .items
-                .into_iter()
-                .map(|m| {
-                    json!({
-                        "apiVersion": "federation.tfjob.io/v1alpha1",
-                        "kind": "MemberCluster",
-                        "metadata": {"name": m.metadata.name},
-                        "spec": m.data["spec"],
-                    })
-                })
-                .collect()
-        })
-        .await;
-    let names: Vec<&str> = registered
-        .iter()
-        .filter_map(|m| m["metadata"]["name"].as_str())
-        .collect();
-    assert_eq!(names, ["member-1", "member-2"], "the registered members");
-    for member in registered {
-        let name = member["metadata"]["name"].as_str().expect("name");
-        if members.get_opt(name).await.expect("get member").is_none() {
-            let object: DynamicObject = serde_json::from_value(member.clone()).expect("member");
-            members
-                .create(&PostParams::default(), &object)
-                .await
-                .unwrap_or_else(|e| panic!("re-register {name}: {e}"));
-        }
-    }
-}
-
-/// Home and two members, the controller placing on members only, and admin
-/// clients for every cluster (see the module's comment).
-struct Federation {
-    ground: Ground,
-    controller: ControllerProcess,
-    _clusters: Clusters,
-    home_kubeconfig: PathBuf,
-    settings: String,
-    clients: BTreeMap<String, kube::Client>,
-}
-
-enum Clusters {
-    Sim(SimProcess),
-    Real {
-        clusters: &'static RealClusters,
-        _turn: tokio::sync::MutexGuard<'static, ()>,
-    },
-}
-
-impl Clusters {
-    fn kubeconfig(&self, name: &str) -> PathBuf {
-        match self {
-            Clusters::Sim(sim) => sim.dir.join(format!("{name}.kubeconfig")),
-            Clusters::Real { clusters, .. } => clusters.kubeconfig(name),
-        }
-    }
-}
-
-impl Federation {
-    /// Clusters of one node with 4 GPUs each, the controller with `settings`.
-    async fn start(ground: Ground, settings: &str) -> Federation {
-        let (clusters, dir) = match ground {
-            Ground::Sim => {
-                let sim = start_sim(&[
-                    "--clusters",
-                    "3",
-                    "--register",
-                    "--nodes",
-                    "1",
-                    "--gpus-per-node",
-                    "4",
-                ]);
-                let dir = sim.dir.clone();
-                (Clusters::Sim(sim), dir)
-            }
-            Ground::Real => {
-                let real = real::three_clusters();
-                let turn = real.exclusive().await;
-                real::clean_slate(real, &CLUSTERS).await;
-                let home = real.client("home").await;
-                ensure_registered(&home).await;
-                remove_status_only_policy(&home).await;
-                let dir = std::env::temp_dir().join(format!(
-                    "tfjob-failover-test-{}-{}",
-                    std::process::id(),
-                    fastrand::u64(..)
-                ));
-                std::fs::create_dir_all(&dir).expect("test dir");
-                std::fs::copy(
-                    real.controller_kubeconfig().await,
-                    dir.join("home.kubeconfig"),
-                )
-                .expect("the controller's kubeconfig");
-                (
-                    Clusters::Real {
-                        clusters: real,
-                        _turn: turn,
-                    },
-                    dir,
-                )
-            }
-        };
-        let home_kubeconfig = dir.join("home.kubeconfig");
-        let controller = start_controller(&home_kubeconfig, settings);
-        let mut clients = BTreeMap::new();
-        for name in CLUSTERS {
-            let yaml = std::fs::read_to_string(clusters.kubeconfig(name)).expect("kubeconfig");
-            clients.insert(name.to_string(), client_for(&yaml).await);
-        }
-        let members: Api<MemberCluster> = Api::all(clients["home"].clone());
-        for name in ["member-1", "member-2"] {
-            wait_ready(&members, name, "True").await;
-        }
-        Federation {
-            ground,
-            controller,
-            _clusters: clusters,
-            home_kubeconfig,
-            settings: settings.to_string(),
-            clients,
-        }
-    }
-
-    fn kill_controller(&mut self) {
-        self.controller.kill();
-    }
-
-    /// Starts a new controller with the same settings (the old one is
-    /// killed first if it still runs).
-    fn restart_controller(&mut self) {
-        self.controller.kill();
-        self.controller = start_controller(&self.home_kubeconfig, &self.settings);
-    }
-
-    fn members(&self) -> Api<MemberCluster> {
-        Api::all(self.clients["home"].clone())
-    }
-
-    fn jobs(&self) -> Api<DynamicObject> {
-        Api::namespaced_with(self.clients["home"].clone(), "default", &job_resource())
-    }
-
-    async fn submit(&self, job: Value) {
-        let job: DynamicObject = serde_json::from_value(job).expect("a job object");
-        self.jobs()
-            .create(&PostParams::default(), &job)
-            .await
-            .expect("job created");
-    }
-
-    /// The job as JSON.
-    async fn job(&self, name: &str) -> Value {
-        let job = self.jobs().get(name).await.expect("get job");
-        serde_json::to_value(job).expect("job as JSON")
-    }
-
-    async fn patch_spec(&self, name: &str, spec: Value) {
-        self.jobs()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": spec})),
-            )
-            .await
-            .expect("spec patched");
-    }
-
-    async fn set_paused(&self, name: &str, paused: bool) {
-        self.patch_spec(name, json!({"runMode": {"pause": {"enabled": paused}}}))
-            .await;
-    }
-
-    /// Polls the job until `check` holds, failing the test after `limit`
-    /// with the job's last status.
-    async fn wait_job(
-        &self,
-        name: &str,
-        what: &str,
-        limit: Duration,
-        check: impl Fn(&Value) -> bool,
-    ) -> Value {
-        let deadline = Instant::now() + limit;
-        let mut last = Value::Null;
-        loop {
-            if let Ok(job) = self.jobs().get(name).await {
-                last = serde_json::to_value(job).expect("job as JSON");
-                if check(&last) {
-                    return last;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out after {limit:?} waiting for {name}: {what}; its last status: {}",
-                last["status"]
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    async fn wait_phase(&self, name: &str, phase: &str, limit: Duration) -> Value {
-        self.wait_job(name, &format!("phase {phase}"), limit, |j| {
-            phase_of(j) == phase
-        })
-        .await
-    }
-
-    /// The job's pods on each of `clusters` (clusters without any left out).
-    async fn pods_on(&self, job: &str, clusters: &[&str]) -> BTreeMap<String, Vec<Pod>> {
-        let mut out = BTreeMap::new();
-        for cluster in clusters {
-            let pods: Api<Pod> = Api::namespaced(self.clients[*cluster].clone(), "default");
-            let found = pods
-                .list(&ListParams::default().labels(&format!("federation.tfjob.io/job-name={job}")))
-                .await
-                .unwrap_or_else(|e| panic!("list pods on {cluster}: {e}"))
-                .items;
-            if !found.is_empty() {
-                out.insert(cluster.to_string(), found);
-            }
-        }
-        out
-    }
-
-    /// Each job's pods on `cluster`.
-    async fn pods_on_all(&self, jobs: &[String], cluster: &str) -> BTreeMap<String, Vec<Pod>> {
-        let mut out = BTreeMap::new();
-        for job in jobs {
-            let pods = self.pods_on(job, &[cluster]).await;
-            out.insert(job.clone(), pods.into_values().flatten().collect());
-        }
-        out
-    }
-
-    /// Names of the job's pods on each of `clusters`.
-    async fn pod_names_on(&self, job: &str, clusters: &[&str]) -> BTreeMap<String, Vec<String>> {
-        self.pods_on(job, clusters)
-            .await
-            .into_iter()
-            .map(|(cluster, pods)| (cluster, pods.iter().map(name_of).collect()))
-            .collect()
-    }
-}
-
-/// A job of `(type, replicas, gpus)` whose pods run `run_seconds`.
-fn gpu_job(
-    name: &str,
-    replicas: &[(&str, i64, i64)],
-    extra_spec: Value,
-    run_seconds: &str,
-) -> Value {
-    let specs: Vec<Value> = replicas
-        .iter()
-        .map(|(t, n, gpus)| {
-            json!({"type": t, "replicas": n, "template": {
-                "metadata": {"annotations": {"sim.federation.tfjob.io/run-seconds": run_seconds, "sim.federation.tfjob.io/pending-seconds": "0.1"}},
-                "spec": {"containers": [{"name": "tensorflow", "image": "tf", "resources": {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": gpus}}}]}}})
-        })
-        .collect();
-    let mut spec = json!({"replicaSpecs": specs, "runPolicy": {"cleanUpPolicy": "none"}});
-    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra_spec.as_object()) {
-        spec.extend(extra.clone());
-    }
-    json!({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob", "metadata": {"name": name}, "spec": spec})
-}
-
-fn phase_of(job: &Value) -> &str {
-    job["status"]["phase"].as_str().unwrap_or_default()
+    f
 }
 
 fn backoff_count(job: &Value) -> i64 {
@@ -491,7 +95,7 @@ fn deleting(pod: &Pod) -> bool {
 /// replicas is losing that member for the job: it is re-placed on the
 /// remaining clusters under a new epoch, counting one restart.
 async fn deleting_a_member_cluster_under_a_running_job(ground: Ground) {
-    let f = Federation::start(ground, FAST_LOSS).await;
+    let f = start(ground, "").await;
     f.submit(gpu_job(
         "orphaned",
         &[("worker", 2, 2)],
@@ -583,7 +187,7 @@ async fn deleting_a_member_cluster_under_a_running_job(ground: Ground) {
 /// With `runPolicy.backoffLimit: 0` a lost cluster ends the job: Failed,
 /// reason ClusterLost, no restart counted, nothing placed elsewhere.
 async fn cluster_loss_without_restart_budget_fails_the_job(ground: Ground) {
-    let f = Federation::start(ground, FAST_LOSS).await;
+    let f = start(ground, "").await;
     f.submit(gpu_job(
         "no-budget",
         &[("worker", 2, 2)],
@@ -649,7 +253,7 @@ async fn cluster_loss_without_restart_budget_fails_the_job(ground: Ground) {
 /// it nothing: it stays Paused with no restart counted, and at resume it is
 /// placed anew on the clusters that are reachable.
 async fn paused_job_whose_clusters_are_lost(ground: Ground) {
-    let f = Federation::start(ground, FAST_LOSS).await;
+    let f = start(ground, "").await;
     f.submit(gpu_job(
         "sleeper",
         &[("worker", 2, 2)],
@@ -740,7 +344,7 @@ async fn free_gpus(members: &Api<MemberCluster>, name: &str) -> Option<String> {
 /// A job that waits for capacity and is then paused withdraws its queued
 /// placement: freed capacity gives it no pods until it resumes.
 async fn paused_job_is_never_placed_when_capacity_frees(ground: Ground) {
-    let f = Federation::start(ground, FAST_LOSS).await;
+    let f = start(ground, "").await;
     for blocker in ["blocker-1", "blocker-2"] {
         f.submit(gpu_job(blocker, &[("worker", 1, 4)], json!({}), "300"))
             .await;
@@ -1024,8 +628,7 @@ fn record_pods(f: &Federation, clusters: &[&str]) -> (Vec<tokio::task::JoinHandl
 /// writes are split with probability about 1/2 (a failed write is retried
 /// after `retryIntervalMs`, 2 s), and all six jobs escape with about 1/64.
 async fn failover_writes_epoch_and_restart_before_teardown(ground: Ground) {
-    let settings = format!("{FAST_LOSS}retryIntervalMs: 2000\n");
-    let mut f = Federation::start(ground, &settings).await;
+    let mut f = start(ground, "retryIntervalMs: 2000\n").await;
     let names: Vec<String> = (0..6).map(|i| format!("epoch-kill-{i}")).collect();
     let spread = json!({
         "scheduler": {"federation": {"strategy": "Spread"}},

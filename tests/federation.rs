@@ -1,14 +1,19 @@
-//! Member registration: `sim --register` and `join` against simulated
-//! clusters, checked through kube-rs on the home cluster.
+//! The federation end to end, on both grounds where the real clusters fit:
+//! member registration (`sim --register`, `join`), member status, placement
+//! (Pack, Spread, Weighted, selectors, priorities, splitting with a
+//! cross-cluster TF_CONFIG), failover and the sweep of a returned member,
+//! deletion, service exports, `plan`, controller restarts and the shipped
+//! RBAC. The harness is `tests/common/federation.rs`.
 
 #[macro_use]
-#[path = "common/kube.rs"]
-mod sim_kube;
+#[path = "common/federation.rs"]
+mod federation_support;
 
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use base64::Engine;
+use federation_support::*;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::PolicyRule;
@@ -16,46 +21,8 @@ use kube::api::Api;
 use kube::api::ListParams;
 use kube::config::Kubeconfig;
 use serde_json::json;
-use sim_kube::real::{self, Ground, RealClusters};
-use sim_kube::{SimCluster, client_for};
+use sim_kube::SimCluster;
 use tfjob_federator::api::{MemberCluster, TensorFlowTrainingJob};
-
-/// A `tfjob-federator sim` child process, killed on drop.
-struct SimProcess {
-    child: Child,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for SimProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn start_sim(args: &[&str]) -> SimProcess {
-    let dir = std::env::temp_dir().join(format!(
-        "tfjob-federation-{}-{}",
-        std::process::id(),
-        fastrand::u64(..)
-    ));
-    let child = Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
-        .args(["sim", "--kubeconfig-dir"])
-        .arg(&dir)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("tfjob-federator sim starts");
-    let process = SimProcess { child, dir };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !process.dir.join("ready").exists() {
-        assert!(Instant::now() < deadline, "sim wrote no ready file");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    process
-}
 
 fn kubeconfig_server(yaml: &str) -> String {
     let kc = Kubeconfig::from_yaml(yaml).expect("a kubeconfig");
@@ -222,72 +189,6 @@ async fn join_registers_and_updates_a_member() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A `tfjob-federator run` child process against a home kubeconfig.
-struct ControllerProcess(Child);
-
-impl Drop for ControllerProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_controller(home_kubeconfig: &std::path::Path) -> ControllerProcess {
-    start_controller_with(home_kubeconfig, "")
-}
-
-/// With settings (YAML) written next to the kubeconfig; the controller's
-/// JSON log goes to `controller.log` beside it. It runs with leader election
-/// as deployed (one identity, so a restarted controller leads at once).
-fn start_controller_with(home_kubeconfig: &std::path::Path, settings: &str) -> ControllerProcess {
-    let config = home_kubeconfig.with_file_name("controller.yaml");
-    std::fs::write(&config, settings).expect("write controller settings");
-    let log = std::fs::File::create(home_kubeconfig.with_file_name("controller.log"))
-        .expect("controller log");
-    let child = Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
-        .args(["--log-format", "json", "run", "--kubeconfig"])
-        .arg(home_kubeconfig)
-        .args(["--metrics-addr", "127.0.0.1:0"])
-        .args([
-            "--leader-elect",
-            "--leader-elect-identity",
-            "federation-test",
-        ])
-        .arg("--config")
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("tfjob-federator run starts");
-    ControllerProcess(child)
-}
-
-/// The controller's log lines at WARN or ERROR.
-fn controller_problems(dir: &std::path::Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("controller.log"))
-        .unwrap_or_default()
-        .lines()
-        .filter(|line| {
-            serde_json::from_str::<serde_json::Value>(line)
-                .ok()
-                .is_none_or(|v| matches!(v["level"].as_str(), Some("WARN" | "ERROR")))
-        })
-        .map(str::to_string)
-        .collect()
-}
-
-async fn ready_of(members: &Api<MemberCluster>, name: &str) -> Option<(String, MemberCluster)> {
-    let member = members.get(name).await.ok()?;
-    let status = member.status.as_ref()?;
-    let ready = status
-        .conditions
-        .iter()
-        .find(|c| c.condition_type == "Ready")?
-        .status
-        .clone();
-    Some((ready, member))
-}
-
 #[tokio::test]
 async fn member_status_shows_readiness_capacity_and_partitions() {
     let sim = start_sim(&[
@@ -299,7 +200,7 @@ async fn member_status_shows_readiness_capacity_and_partitions() {
         "--gpus-per-node",
         "4",
     ]);
-    let _controller = start_controller(&sim.dir.join("home.kubeconfig"));
+    let _controller = start_controller(&sim.dir.join("home.kubeconfig"), "");
     let home =
         client_for(&std::fs::read_to_string(sim.dir.join("home.kubeconfig")).expect("kubeconfig"))
             .await;
@@ -349,242 +250,14 @@ async fn member_status_shows_readiness_capacity_and_partitions() {
     wait_ready(&members, "member-1", "True").await;
 }
 
-/// Waits until member `name`'s Ready condition has `status`.
-async fn wait_ready(members: &Api<MemberCluster>, name: &str, status: &str) {
-    sim_kube::eventually_within(
-        &format!("{name} Ready={status}"),
-        Duration::from_secs(20),
-        async || {
-            let (ready, _) = ready_of(members, name).await?;
-            (ready == status).then_some(())
-        },
-    )
-    .await;
+/// The jobs of `f` in namespace `default`, as the crate's types.
+fn typed_jobs(f: &Federation) -> Api<TensorFlowTrainingJob> {
+    Api::namespaced(f.clients["home"].clone(), "default")
 }
 
-/// Waits until the controller works with the member's current spec (its
-/// status's observedGeneration) and the member is Ready.
-async fn observed(members: &Api<MemberCluster>, name: &str) {
-    sim_kube::eventually_within(
-        &format!("{name} Ready with its spec observed"),
-        Duration::from_secs(20),
-        async || {
-            let (ready, m) = ready_of(members, name).await?;
-            let seen = m.status.as_ref()?.observed_generation == m.metadata.generation;
-            (ready == "True" && seen).then_some(())
-        },
-    )
-    .await;
-}
-
-/// `PUT /_sim/faults` on a simulated cluster (answered even when partitioned).
-async fn set_faults(client: &kube::Client, faults: serde_json::Value) {
-    let request = hyper::Request::put("/_sim/faults")
-        .header("content-type", "application/json")
-        .body(faults.to_string().into_bytes())
-        .expect("request");
-    client
-        .request_text(request)
-        .await
-        .expect("admin paths answer even when partitioned");
-}
-
-/// Three registered clusters of one node with 4 GPUs each, the controller
-/// placing on members only, and clients for every cluster. On the simulated
-/// ground the test's own `tfjob-federator sim`; on the real ground the
-/// binary's shared `hack/real-clusters`, this test's alone while it runs,
-/// cleaned of what earlier tests left, the controller under the identity
-/// `deploy/controller.yaml` ships and members registered with that of
-/// `deploy/member-rbac.yaml`.
-struct Federation {
-    controller: ControllerProcess,
-    _clusters: Clusters,
-    /// The test's own: the controller's kubeconfig, settings and log, files
-    /// for `plan`.
-    dir: std::path::PathBuf,
-    /// What the controller runs with.
-    home_kubeconfig: std::path::PathBuf,
-    settings: String,
-    clients: std::collections::BTreeMap<String, kube::Client>,
-}
-
-enum Clusters {
-    Sim(SimProcess),
-    Real {
-        clusters: &'static RealClusters,
-        _turn: tokio::sync::MutexGuard<'static, ()>,
-    },
-}
-
-impl Clusters {
-    fn kubeconfig(&self, name: &str) -> std::path::PathBuf {
-        match self {
-            Clusters::Sim(sim) => sim.dir.join(format!("{name}.kubeconfig")),
-            Clusters::Real { clusters, .. } => clusters.kubeconfig(name),
-        }
-    }
-}
-
-const CLUSTERS: [&str; 3] = ["home", "member-1", "member-2"];
-
-impl Federation {
-    async fn start_on(ground: Ground) -> Federation {
-        Federation::start_with_on(ground, "1", "homeIsTarget: false\n").await
-    }
-
-    async fn start_with_nodes(nodes: &str) -> Federation {
-        Federation::start_with_on(Ground::Sim, nodes, "homeIsTarget: false\n").await
-    }
-
-    /// With `nodes` per cluster and the controller `settings` (YAML); the
-    /// real clusters have one node each.
-    async fn start_with_on(ground: Ground, nodes: &str, settings: &str) -> Federation {
-        let (clusters, dir) = match ground {
-            Ground::Sim => {
-                let sim = start_sim(&[
-                    "--clusters",
-                    "3",
-                    "--register",
-                    "--nodes",
-                    nodes,
-                    "--gpus-per-node",
-                    "4",
-                ]);
-                let dir = sim.dir.clone();
-                (Clusters::Sim(sim), dir)
-            }
-            Ground::Real => {
-                assert_eq!(nodes, "1", "the shared real clusters have one node each");
-                let real = real::three_clusters();
-                let turn = real.exclusive().await;
-                real::clean_slate(real, &CLUSTERS).await;
-                let dir = std::env::temp_dir().join(format!(
-                    "tfjob-federation-test-{}-{}",
-                    std::process::id(),
-                    fastrand::u64(..)
-                ));
-                std::fs::create_dir_all(&dir).expect("test dir");
-                std::fs::copy(
-                    real.controller_kubeconfig().await,
-                    dir.join("home.kubeconfig"),
-                )
-                .expect("the controller's kubeconfig");
-                (
-                    Clusters::Real {
-                        clusters: real,
-                        _turn: turn,
-                    },
-                    dir,
-                )
-            }
-        };
-        let home_kubeconfig = dir.join("home.kubeconfig");
-        let controller = start_controller_with(&home_kubeconfig, settings);
-        let mut clients = std::collections::BTreeMap::new();
-        for name in CLUSTERS {
-            let yaml = std::fs::read_to_string(clusters.kubeconfig(name)).expect("kubeconfig");
-            clients.insert(name.to_string(), client_for(&yaml).await);
-        }
-        let members: Api<MemberCluster> = Api::all(clients["home"].clone());
-        for name in ["member-1", "member-2"] {
-            wait_ready(&members, name, "True").await;
-        }
-        Federation {
-            _clusters: clusters,
-            dir,
-            home_kubeconfig,
-            controller,
-            settings: settings.to_string(),
-            clients,
-        }
-    }
-
-    /// Kills the controller and starts a new one with the same settings.
-    fn restart_controller(&mut self) {
-        self.controller = start_controller_with(&self.home_kubeconfig, &self.settings);
-    }
-
-    /// Deletes `job` with `member` partitioned, waits until the job is gone
-    /// (the member is lost by then), and heals the partition.
-    async fn delete_while_partitioned(&self, job: &str, member: &str) {
-        set_faults(&self.clients[member], json!({"partitioned": true})).await;
-        self.jobs()
-            .delete(job, &Default::default())
-            .await
-            .expect("delete accepted");
-        let jobs = self.jobs();
-        sim_kube::eventually_within(
-            &format!("{job} gone once {member} is lost"),
-            Duration::from_secs(20),
-            async || jobs.get_opt(job).await.ok()?.is_none().then_some(()),
-        )
-        .await;
-        set_faults(&self.clients[member], json!({"partitioned": false})).await;
-    }
-
-    fn jobs(&self) -> Api<TensorFlowTrainingJob> {
-        Api::namespaced(self.clients["home"].clone(), "default")
-    }
-
-    async fn submit(&self, job: serde_json::Value) {
-        let job: TensorFlowTrainingJob = serde_json::from_value(job).expect("valid job");
-        self.jobs()
-            .create(&Default::default(), &job)
-            .await
-            .expect("job created");
-    }
-
-    /// Names of the job's pods on each cluster (empty clusters left out).
-    async fn pods_by_cluster(&self, job: &str) -> std::collections::BTreeMap<String, Vec<String>> {
-        let mut out = std::collections::BTreeMap::new();
-        for (name, client) in &self.clients {
-            let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-            let selector = format!("federation.tfjob.io/job-name={job}");
-            let names: Vec<String> = pods
-                .list(&ListParams::default().labels(&selector))
-                .await
-                .expect("list pods")
-                .items
-                .into_iter()
-                .filter_map(|p| p.metadata.name)
-                .collect();
-            if !names.is_empty() {
-                out.insert(name.clone(), names);
-            }
-        }
-        out
-    }
-
-    async fn wait_phase(&self, job: &str, phase: &str, limit: Duration) -> TensorFlowTrainingJob {
-        let jobs = self.jobs();
-        sim_kube::eventually_within(&format!("{job} {phase}"), limit, async || {
-            let j = jobs.get(job).await.ok()?;
-            let current = serde_json::to_value(j.status.as_ref()?.phase?).ok()?;
-            (current == phase).then_some(j)
-        })
-        .await
-    }
-}
-
-fn gpu_job(
-    name: &str,
-    replicas: &[(&str, i64, i64)],
-    extra_spec: serde_json::Value,
-    run_seconds: &str,
-) -> serde_json::Value {
-    let specs: Vec<serde_json::Value> = replicas
-        .iter()
-        .map(|(t, n, gpus)| {
-            json!({"type": t, "replicas": n, "template": {
-                "metadata": {"annotations": {"sim.federation.tfjob.io/run-seconds": run_seconds, "sim.federation.tfjob.io/pending-seconds": "0.1"}},
-                "spec": {"containers": [{"name": "tensorflow", "image": "tf", "resources": {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": gpus}}}]}}})
-        })
-        .collect();
-    let mut spec = json!({"replicaSpecs": specs, "runPolicy": {"cleanUpPolicy": "none"}});
-    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra_spec.as_object()) {
-        spec.extend(extra.clone());
-    }
-    json!({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob", "metadata": {"name": name}, "spec": spec})
+/// A job the harness read as JSON, as the crate's type.
+fn typed(job: serde_json::Value) -> TensorFlowTrainingJob {
+    serde_json::from_value(job).expect("a TensorFlowTrainingJob")
 }
 
 fn tf_config_of(pod: &Pod) -> serde_json::Value {
@@ -603,7 +276,7 @@ fn tf_config_of(pod: &Pod) -> serde_json::Value {
 }
 
 async fn pack_places_a_job_that_fits_one_member_entirely_there(ground: Ground) {
-    let f = Federation::start_on(ground).await;
+    let f = Federation::start(ground, HOME_NOT_TARGET).await;
     f.submit(gpu_job(
         "packed",
         &[("chief", 1, 1), ("worker", 2, 1)],
@@ -611,9 +284,10 @@ async fn pack_places_a_job_that_fits_one_member_entirely_there(ground: Ground) {
         "1",
     ))
     .await;
-    let done = f
-        .wait_phase("packed", "Succeeded", Duration::from_secs(30))
-        .await;
+    let done = typed(
+        f.wait_phase("packed", "Succeeded", Duration::from_secs(30))
+            .await,
+    );
     let pods = f.pods_by_cluster("packed").await;
     assert_eq!(
         pods.keys().collect::<Vec<_>>(),
@@ -643,7 +317,7 @@ async fn pack_places_a_job_that_fits_one_member_entirely_there(ground: Ground) {
 /// namespace there, and its pods wait for the namespace's ServiceAccount,
 /// which a real cluster makes a moment later.
 async fn a_job_in_a_namespace_the_members_lack_runs_there(ground: Ground) {
-    let f = Federation::start_on(ground).await;
+    let f = Federation::start(ground, HOME_NOT_TARGET).await;
     let namespace = real::test_namespace(&f.clients["home"], "team").await;
     let jobs: Api<TensorFlowTrainingJob> = Api::namespaced(f.clients["home"].clone(), &namespace);
     let job: TensorFlowTrainingJob =
@@ -675,7 +349,7 @@ async fn a_job_in_a_namespace_the_members_lack_runs_there(ground: Ground) {
 /// A member whose address template would write a bad TF_CONFIG takes no
 /// replicas and says why, until the template is fixed.
 async fn a_member_with_a_bad_address_template_is_not_ready_and_gets_no_replicas(ground: Ground) {
-    let f = Federation::start_on(ground).await;
+    let f = Federation::start(ground, HOME_NOT_TARGET).await;
     let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
     let template = |t: &str| kube::api::Patch::Merge(json!({"spec": {"addressTemplate": t}}));
     members
@@ -731,7 +405,7 @@ async fn a_member_with_a_bad_address_template_is_not_ready_and_gets_no_replicas(
 }
 
 async fn a_job_larger_than_any_cluster_spans_two_with_cross_cluster_tf_config(ground: Ground) {
-    let f = Federation::start_on(ground).await;
+    let f = Federation::start(ground, HOME_NOT_TARGET).await;
     // 6 GPUs in all; each member has 4.
     f.submit(gpu_job(
         "split",
@@ -779,7 +453,7 @@ async fn a_job_larger_than_any_cluster_spans_two_with_cross_cluster_tf_config(gr
 }
 
 async fn without_split_a_job_waits_with_reasons_then_runs_when_capacity_frees(ground: Ground) {
-    let f = Federation::start_on(ground).await;
+    let f = Federation::start(ground, HOME_NOT_TARGET).await;
     f.submit(gpu_job("first", &[("worker", 1, 4)], json!({}), "4"))
         .await;
     f.submit(gpu_job("second", &[("worker", 1, 4)], json!({}), "4"))
@@ -795,7 +469,7 @@ async fn without_split_a_job_waits_with_reasons_then_runs_when_capacity_frees(gr
         "1",
     ))
     .await;
-    let jobs = f.jobs();
+    let jobs = typed_jobs(&f);
     let waiting = sim_kube::eventually_within(
         "whole waits for capacity",
         Duration::from_secs(15),
@@ -833,7 +507,7 @@ async fn without_split_a_job_waits_with_reasons_then_runs_when_capacity_frees(gr
 }
 
 async fn deleting_a_job_spread_over_clusters_leaves_nothing_anywhere(ground: Ground) {
-    let f = Federation::start_on(ground).await;
+    let f = Federation::start(ground, HOME_NOT_TARGET).await;
     f.submit(gpu_job(
         "spread",
         &[("chief", 1, 2), ("worker", 2, 2)],
@@ -916,7 +590,7 @@ fn count(
 }
 
 async fn spread_and_weighted_give_the_expected_counts_per_cluster(ground: Ground) {
-    let f = Federation::start_on(ground).await;
+    let f = Federation::start(ground, HOME_NOT_TARGET).await;
     let spread = json!({"scheduler": {"federation": {"strategy": "Spread"}}});
     f.submit(gpu_job("spread", &[("worker", 4, 1)], spread, "1"))
         .await;
@@ -941,7 +615,7 @@ async fn spread_and_weighted_give_the_expected_counts_per_cluster(ground: Ground
 }
 
 async fn selector_names_and_unschedulable_are_respected(ground: Ground) {
-    let f = Federation::start_on(ground).await;
+    let f = Federation::start(ground, HOME_NOT_TARGET).await;
     let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
     let label = json!({"metadata": {"labels": {"tier": "gpu"}}});
     members
@@ -1002,7 +676,7 @@ async fn selector_names_and_unschedulable_are_respected(ground: Ground) {
 }
 
 async fn the_higher_priority_job_gets_freed_capacity_first(ground: Ground) {
-    let f = Federation::start_on(ground).await;
+    let f = Federation::start(ground, HOME_NOT_TARGET).await;
     // Any pod a cluster's scheduler cannot fit shows Unschedulable at some
     // point: watch every cluster for it during the whole test.
     let overcommits = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
@@ -1072,7 +746,7 @@ async fn the_higher_priority_job_gets_freed_capacity_first(ground: Ground) {
 }
 
 async fn members_with_export_services_get_a_service_export_per_service(ground: Ground) {
-    let f = Federation::start_on(ground).await;
+    let f = Federation::start(ground, HOME_NOT_TARGET).await;
     sim_kube::install_schemaless_crd(
         &f.clients["member-1"],
         &tfjob_federator::builders::service_export_resource(),
@@ -1133,7 +807,7 @@ async fn members_with_export_services_get_a_service_export_per_service(ground: G
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_jobs_of_eight_replicas_over_three_clusters_finish_cleanly() {
-    let f = Federation::start_with_nodes("4").await;
+    let f = Federation::start_with_nodes(Ground::Sim, "4", HOME_NOT_TARGET).await;
     // Every ADDED pod per cluster, and any pod a cluster could not fit.
     let created = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::<
         String,
@@ -1187,7 +861,7 @@ async fn a_hundred_jobs_of_eight_replicas_over_three_clusters_finish_cleanly() {
         );
         f.submit(job).await;
     }
-    let jobs = f.jobs();
+    let jobs = typed_jobs(&f);
     let outcome =
         sim_kube::eventually_within("100 jobs to end", Duration::from_secs(120), async || {
             let list = jobs.list(&ListParams::default()).await.ok()?;
@@ -1234,9 +908,6 @@ async fn a_hundred_jobs_of_eight_replicas_over_three_clusters_finish_cleanly() {
         "controller warnings/errors: {problems:#?}"
     );
 }
-
-/// Short probe interval and lost timeout, so that failover shows in seconds.
-const FAST_LOSS: &str = "memberProbeIntervalMs: 500\nclusterLostTimeoutMs: 3000\n";
 
 /// What the job's status said at one moment.
 #[derive(Debug)]
@@ -1298,8 +969,8 @@ fn watch_status(
 }
 
 async fn a_lost_member_fails_its_jobs_over_and_is_swept_when_it_returns(ground: Ground) {
-    let settings = format!("homeIsTarget: false\n{FAST_LOSS}");
-    let f = Federation::start_with_on(ground, "1", &settings).await;
+    let settings = format!("{HOME_NOT_TARGET}{FAST_LOSS}");
+    let f = Federation::start(ground, &settings).await;
     f.submit(gpu_job(
         "moving",
         &[("worker", 2, 2)],
@@ -1321,13 +992,13 @@ async fn a_lost_member_fails_its_jobs_over_and_is_swept_when_it_returns(ground: 
     } else {
         "member-1"
     };
-    let (sampler, samples) = watch_status(f.jobs(), "moving");
+    let (sampler, samples) = watch_status(typed_jobs(&f), "moving");
 
     // Erroring for less than the lost timeout changes nothing.
     set_faults(&f.clients[&lost], json!({"errorRate": 1.0})).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     set_faults(&f.clients[&lost], json!({"errorRate": 0.0})).await;
-    let job = f.jobs().get("moving").await.expect("job");
+    let job = typed_jobs(&f).get("moving").await.expect("job");
     assert_eq!(
         sample(&job).expect("status").backoff_count,
         0,
@@ -1335,9 +1006,10 @@ async fn a_lost_member_fails_its_jobs_over_and_is_swept_when_it_returns(ground: 
     );
 
     set_faults(&f.clients[&lost], json!({"partitioned": true})).await;
-    let done = f
-        .wait_phase("moving", "Succeeded", Duration::from_secs(40))
-        .await;
+    let done = typed(
+        f.wait_phase("moving", "Succeeded", Duration::from_secs(40))
+            .await,
+    );
     let last = sample(&done).expect("status");
     assert_eq!(last.backoff_count, 1, "the failover counts one restart");
     assert!(
@@ -1399,7 +1071,7 @@ async fn a_lost_member_fails_its_jobs_over_and_is_swept_when_it_returns(ground: 
             );
         }
     }
-    let job = f.jobs().get("moving").await.expect("job");
+    let job = typed_jobs(&f).get("moving").await.expect("job");
     assert_eq!(
         sample(&job).map(|s| (s.backoff_count, s.clusters)),
         Some((1, vec![other.to_string(), other.to_string()])),
@@ -1410,7 +1082,7 @@ async fn a_lost_member_fails_its_jobs_over_and_is_swept_when_it_returns(ground: 
 async fn a_job_deleted_while_a_member_is_partitioned_is_cleaned_there_when_it_heals(
     ground: Ground,
 ) {
-    let f = Federation::start_with_on(ground, "1", FAST_LOSS).await;
+    let f = Federation::start(ground, FAST_LOSS).await;
     f.submit(gpu_job(
         "everywhere",
         &[("worker", 3, 1)],
@@ -1475,7 +1147,7 @@ fn plan(f: &Federation, job: &serde_json::Value) -> String {
 }
 
 async fn plan_prints_where_replicas_would_go_and_why_others_are_passed_over(ground: Ground) {
-    let f = Federation::start_on(ground).await;
+    let f = Federation::start(ground, HOME_NOT_TARGET).await;
     let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
     members
         .patch(
@@ -1527,7 +1199,7 @@ async fn plan_prints_where_replicas_would_go_and_why_others_are_passed_over(grou
 }
 
 async fn a_restarted_controller_keeps_a_split_job_where_it_was_placed(ground: Ground) {
-    let mut f = Federation::start_on(ground).await;
+    let mut f = Federation::start(ground, HOME_NOT_TARGET).await;
     f.submit(gpu_job("stays", &[("worker", 3, 2)], json!({}), "5"))
         .await;
     f.wait_phase("stays", "Running", Duration::from_secs(20))
@@ -1535,9 +1207,10 @@ async fn a_restarted_controller_keeps_a_split_job_where_it_was_placed(ground: Gr
     let before = f.pods_by_cluster("stays").await;
     assert_eq!(before.len(), 2, "6 GPUs span both members: {before:?}");
     f.restart_controller();
-    let done = f
-        .wait_phase("stays", "Succeeded", Duration::from_secs(30))
-        .await;
+    let done = typed(
+        f.wait_phase("stays", "Succeeded", Duration::from_secs(30))
+            .await,
+    );
     assert_eq!(
         f.pods_by_cluster("stays").await,
         before,
@@ -1557,7 +1230,7 @@ async fn a_restarted_controller_keeps_a_split_job_where_it_was_placed(ground: Gr
 }
 
 async fn a_restarted_controller_cleans_up_after_a_finished_job_on_every_cluster(ground: Ground) {
-    let mut f = Federation::start_on(ground).await;
+    let mut f = Federation::start(ground, HOME_NOT_TARGET).await;
     f.submit(gpu_job(
         "finished",
         &[("worker", 3, 2)],
@@ -1574,8 +1247,7 @@ async fn a_restarted_controller_cleans_up_after_a_finished_job_on_every_cluster(
     );
     // The job ends while no controller runs (as if one died right after
     // writing the final status): its pods are left over everywhere.
-    let _ = f.controller.0.kill();
-    let _ = f.controller.0.wait();
+    f.kill_controller();
     f.jobs()
         .patch_status(
             "finished",
@@ -1757,7 +1429,7 @@ async fn controller_accesses(client: &kube::Client) -> Vec<serde_json::Value> {
 }
 
 async fn the_shipped_rbac_allows_every_request_the_controller_makes(ground: Ground) {
-    let f = Federation::start_with_on(ground, "1", FAST_LOSS).await;
+    let f = Federation::start(ground, FAST_LOSS).await;
     let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
     sim_kube::install_schemaless_crd(
         &f.clients["member-1"],
@@ -1834,7 +1506,7 @@ async fn the_shipped_rbac_allows_every_request_the_controller_makes(ground: Grou
             ("member-1", &member_role, "tfjob-federator-member"),
         ] {
             let granted = can_i_list(
-                &f._clusters.kubeconfig(cluster),
+                &f.clusters.kubeconfig(cluster),
                 &format!("system:serviceaccount:tfjob-federator:{account}"),
             );
             let documented = readme_accesses(account);
