@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::api::{DEFAULT_KUBECONFIG_KEY, MemberCluster, TensorFlowTrainingJob};
 
 /// The namespace on home that holds member kubeconfig Secrets.
-pub const SECRETS_NAMESPACE: &str = "tfjob-federator";
+pub use crate::clusters::SECRETS_NAMESPACE;
 const MANAGER: &str = "tfjob-federator-join";
 
 #[derive(Debug, thiserror::Error)]

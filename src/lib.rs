@@ -5,6 +5,7 @@ pub mod actors;
 pub mod api;
 pub mod builders;
 pub mod capacity;
+pub mod clusters;
 pub mod config;
 pub mod controller;
 pub mod demo;

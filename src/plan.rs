@@ -7,12 +7,11 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, ResourceExt};
 
-use crate::api::{DEFAULT_KUBECONFIG_KEY, MemberCluster, TensorFlowTrainingJob};
+use crate::api::{MemberCluster, TensorFlowTrainingJob};
 use crate::capacity;
 use crate::placement::{self, ClusterState, Policy};
 
@@ -45,25 +44,12 @@ async fn read_cluster(client: &Client) -> Result<capacity::Capacity, String> {
 }
 
 async fn member_client(home: &Client, member: &MemberCluster) -> Result<Client, String> {
-    let reference = &member.spec.kubeconfig_secret_ref;
-    let secret = Api::<Secret>::namespaced(home.clone(), &reference.namespace)
-        .get(&reference.name)
+    let backoff = crate::actors::call::Backoff::from(std::time::Duration::from_millis(200));
+    let wrap = |config: kube::Config| Client::try_from(config).map_err(|e| e.to_string());
+    crate::clusters::member_client(home, member, backoff, wrap)
         .await
-        .map_err(|e| e.to_string())?;
-    let key = reference
-        .key
-        .clone()
-        .unwrap_or_else(|| DEFAULT_KUBECONFIG_KEY.to_string());
-    let bytes = secret
-        .data
-        .and_then(|d| d.get(&key).map(|b| b.0.clone()))
-        .ok_or_else(|| format!("Secret has no key {key}"))?;
-    let kubeconfig =
-        Kubeconfig::from_yaml(&String::from_utf8_lossy(&bytes)).map_err(|e| e.to_string())?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    Client::try_from(config).map_err(|e| e.to_string())
+        .map(|(client, _)| client)
+        .map_err(|e| e.to_string())
 }
 
 /// The clusters placement would consider: home (when it is a target) and

@@ -774,7 +774,62 @@ async fn failover_writes_epoch_and_restart_before_teardown(ground: Ground) {
     }
 }
 
+/// One 500 from home while a restarted controller reads a member's Secret
+/// once left that member disconnected for most of a minute, and its jobs
+/// failed over (a restart counted) while their pods kept running. Transient
+/// errors change nothing: the read is retried.
+async fn a_failed_secret_read_at_start_up_changes_nothing(ground: Ground) {
+    let mut f = start(ground, "").await;
+    f.submit(gpu_job("steady", &[("worker", 2, 2)], json!({}), "300"))
+        .await;
+    let running = f.wait_phase("steady", "Running", WAIT).await;
+    let placed = f.pod_names_on("steady", &CLUSTERS).await;
+    assert_eq!(
+        placed.keys().collect::<Vec<_>>(),
+        ["member-1"],
+        "{placed:?}"
+    );
+
+    f.kill_controller();
+    // Each read of a member Secret by the restarted controller fails, twice.
+    set_faults(
+        &f.clients["home"],
+        json!({"failRequests": {"verb": "get", "resource": "secrets", "count": 2, "code": 500}}),
+    )
+    .await;
+    f.restart_controller();
+    wait_ready(&f.members(), "member-1", "True").await;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(5) {
+        let job = f.job("steady").await;
+        assert_eq!(
+            (phase_of(&job), backoff_count(&job)),
+            ("Running", 0),
+            "the job neither moved nor counted a restart: {}",
+            job["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(
+        f.pod_names_on("steady", &CLUSTERS).await,
+        placed,
+        "the same pods, where they were"
+    );
+    assert_eq!(
+        running["status"]["placement"],
+        f.job("steady").await["status"]["placement"],
+        "the same placement"
+    );
+    let faults = f.clients["home"].clone();
+    set_faults(
+        &faults,
+        json!({"failRequests": {"verb": "get", "resource": "secrets", "count": 0}}),
+    )
+    .await;
+}
+
 on_both_grounds!(
+    a_failed_secret_read_at_start_up_changes_nothing,
     deleting_a_member_cluster_under_a_running_job,
     cluster_loss_without_restart_budget_fails_the_job,
     paused_job_whose_clusters_are_lost,

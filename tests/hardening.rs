@@ -9,11 +9,14 @@
 #[path = "common/operator.rs"]
 mod operator_support;
 
-use kube::api::{Api, DynamicObject, PostParams};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use operator_support::*;
 use serde_json::{Value, json};
-use tfjob_federator::api::JobPhase;
+use tfjob_federator::api::{JobPhase, MemberCluster};
 
 fn jobs_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
@@ -182,7 +185,132 @@ async fn absurd_script_times_are_a_long_run(ground: Ground) {
     );
 }
 
+/// A member kubeconfig Secret as a home user with Secret rights could
+/// write it, and the MemberCluster naming it.
+async fn register(env: &Env, member: &str, namespace: &str, kubeconfig: &str) {
+    let namespaces: Api<Namespace> = Api::all(env.client.clone());
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+    let apply = PatchParams::apply("hardening-tests").force();
+    namespaces
+        .patch(namespace, &apply, &Patch::Apply(&ns))
+        .await
+        .expect("namespace");
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), namespace);
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": member, "labels": {"app.kubernetes.io/managed-by": "tfjob-federator"}},
+        "stringData": {"kubeconfig": kubeconfig}});
+    secrets
+        .patch(member, &apply, &Patch::Apply(&secret))
+        .await
+        .expect("secret");
+    let members: Api<MemberCluster> = Api::all(env.client.clone());
+    let object = json!({"apiVersion": "federation.tfjob.io/v1alpha1", "kind": "MemberCluster",
+        "metadata": {"name": member},
+        "spec": {"kubeconfigSecretRef": {"name": member, "namespace": namespace}}});
+    members
+        .patch(member, &apply, &Patch::Apply(&object))
+        .await
+        .expect("member");
+}
+
+/// The member's Ready condition (status, message), once written.
+async fn ready_condition(env: &Env, member: &str) -> (String, String) {
+    let members: Api<MemberCluster> = Api::all(env.client.clone());
+    wait_for(
+        &format!("member {member} to have a Ready condition"),
+        WAIT,
+        async || {
+            let member = members.get(member).await.ok()?;
+            let ready = member
+                .status?
+                .conditions
+                .into_iter()
+                .find(|c| c.condition_type == "Ready")?;
+            Some((ready.status, ready.message.unwrap_or_default()))
+        },
+    )
+    .await
+}
+
+/// A member kubeconfig is written by whoever may write Secrets in the
+/// controller's namespace and runs inside the controller: it once could run
+/// a command there (`exec`), send a local file as a token (`tokenFile`), be
+/// read from any namespace, and have its content echoed when it did not
+/// parse. Each is now a member that is not Ready, saying why, and nothing
+/// of the Secret shows anywhere.
+async fn member_kubeconfigs_cannot_run_commands_read_files_or_leak(ground: Ground) {
+    let env = Env::start_on(ground, "member-hygiene").await;
+    let marker = format!("secret-{}", std::process::id());
+    let touched = std::env::temp_dir().join(format!("tfjob-federator-exec-{marker}"));
+    let config = |user: &str| {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: 'https://127.0.0.1:1'}}\n\
+             users:\n- name: u\n  user:\n{user}contexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
+        )
+    };
+    let exec = config(&format!(
+        "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: touch\n      args: ['{}']\n",
+        touched.display()
+    ));
+    let token_file = config("    tokenFile: /etc/hostname\n");
+    let garbage = format!("token: {marker}\n  - [unclosed: {marker}");
+    let cases = [
+        (
+            "hygiene-exec",
+            "tfjob-federator",
+            exec,
+            "exec (runs a command)",
+        ),
+        (
+            "hygiene-token-file",
+            "tfjob-federator",
+            token_file,
+            "tokenFile (reads a local file)",
+        ),
+        (
+            "hygiene-garbage",
+            "tfjob-federator",
+            garbage,
+            "is not a valid kubeconfig",
+        ),
+        (
+            "hygiene-elsewhere",
+            env.namespace.as_str(),
+            config("    token: abc\n"),
+            "must be in the controller's namespace tfjob-federator",
+        ),
+    ];
+    for (member, namespace, kubeconfig, _) in &cases {
+        register(&env, member, namespace, kubeconfig).await;
+    }
+    for (member, _, _, why) in &cases {
+        let (status, message) = ready_condition(&env, member).await;
+        assert_eq!(status, "False", "{member}: {message}");
+        assert!(message.contains(why), "{member}: {message:?} says {why:?}");
+        assert!(
+            !message.contains(&marker),
+            "{member}: the Secret's content shows: {message}"
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !touched.exists(),
+        "the exec plugin ran: {} exists",
+        touched.display()
+    );
+    let log = std::fs::read_to_string(env.log_path()).unwrap_or_default();
+    assert!(
+        !log.contains(&marker),
+        "the controller's log shows the Secret's content"
+    );
+    let members: Api<MemberCluster> = Api::all(env.client.clone());
+    for (member, _, _, _) in &cases {
+        let _ = members.delete(member, &DeleteParams::default()).await;
+    }
+}
+
 on_both_grounds!(
+    member_kubeconfigs_cannot_run_commands_read_files_or_leak,
     poison_replica_counts_never_stop_the_controller,
     type_errors_name_the_field,
     absurd_script_times_are_a_long_run,

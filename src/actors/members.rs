@@ -21,7 +21,8 @@
 //! A recorded placement is resolved only once the member list is in and its
 //! clusters are connected, so a restarted controller does not mistake a
 //! member still connecting for a missing one.
-//! Kubeconfig Secrets are watched by the managed-by label `join` sets; a
+//! Kubeconfig Secrets (in the controller's namespace only, see `clusters`)
+//! are watched by the managed-by label `join` sets; a
 //! Secret made by hand without it is read when its MemberCluster changes.
 
 use std::collections::{BTreeMap, HashMap};
@@ -33,15 +34,15 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use super::Shared;
+use super::call::Backoff;
 use super::cluster::{ClusterActor, ClusterHandle};
-use crate::api::{ClusterCondition, DEFAULT_KUBECONFIG_KEY, MemberCluster, MemberClusterStatus};
+use crate::api::{ClusterCondition, MemberCluster, MemberClusterStatus};
 use crate::builders::DEFAULT_ADDRESS_TEMPLATE;
 use crate::capacity::{self, Capacity};
 use crate::placement::{self, Assignment, ClusterState, Demand, Ledger, Policy};
@@ -289,20 +290,13 @@ impl MemberSupervisor {
     /// (Re)connects a member when its Secret is new or changed.
     fn connect(&mut self, ctx: &mut Context<Self>, member: Arc<MemberCluster>) {
         let name = member.name_any();
-        let reference = member.spec.kubeconfig_secret_ref.clone();
         let home = self.shared.home.client.clone();
         let (metrics, cluster) = (self.shared.metrics.clone(), name.clone());
+        let backoff = Backoff::from(self.shared.config.retry_interval());
         ctx.spawn(
             async move {
-                let secrets: Api<Secret> = Api::namespaced(home, &reference.namespace);
-                let secret = secrets.get(&reference.name).await.map_err(|e| format!("reading Secret {}/{}: {e}", reference.namespace, reference.name))?;
-                let key = reference.key.clone().unwrap_or_else(|| DEFAULT_KUBECONFIG_KEY.to_string());
-                let bytes = secret.data.as_ref().and_then(|d| d.get(&key)).map(|b| b.0.clone()).ok_or_else(|| format!("Secret {}/{} has no key {key}", reference.namespace, reference.name))?;
-                let text = String::from_utf8(bytes).map_err(|_| format!("key {key} is not UTF-8"))?;
-                let kubeconfig = Kubeconfig::from_yaml(&text).map_err(|e| format!("kubeconfig in Secret: {e}"))?;
-                let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.map_err(|e| format!("kubeconfig in Secret: {e}"))?;
-                let client = crate::telemetry::instrumented_client(config, &cluster, metrics).map_err(|e| format!("client: {e}"))?;
-                Ok((client, secret.resource_version()))
+                let wrap = |config| crate::telemetry::instrumented_client(config, &cluster, metrics).map_err(|e| format!("client: {e}"));
+                crate::clusters::member_client(&home, &member, backoff, wrap).await.map_err(|e| e.to_string())
             }
             .into_actor(self)
             .map(move |result: Result<(Client, Option<String>), String>, act, ctx| match result {
@@ -671,7 +665,10 @@ impl Actor for MemberSupervisor {
         );
         // Kubeconfig Secrets written by `join` carry the managed-by label; a
         // change to one rebuilds the member's client.
-        let secrets: Api<Secret> = Api::all(self.shared.home.client.clone());
+        let secrets: Api<Secret> = Api::namespaced(
+            self.shared.home.client.clone(),
+            crate::clusters::SECRETS_NAMESPACE,
+        );
         let labelled = watcher::Config::default().labels(crate::builders::MANAGED_SELECTOR);
         let changed = watcher(secrets, labelled)
             .default_backoff()

@@ -25,6 +25,26 @@ pub struct Faults {
     pub latency_ms: u64,
     /// Share of Kubernetes requests answered with 500 or 429.
     pub error_rate: f64,
+    /// The next requests of one kind to answer with an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_requests: Option<FailRequests>,
+}
+
+/// Fail the next `count` requests with this verb (`get`, `list`, `watch`,
+/// `create`, `update`, `patch`, `delete`) on this resource (plural, e.g.
+/// `secrets` or `pods/status`), with HTTP `code` (500 unless given).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FailRequests {
+    pub verb: String,
+    pub resource: String,
+    pub count: u32,
+    #[serde(default = "internal_error")]
+    pub code: u16,
+}
+
+fn internal_error() -> u16 {
+    500
 }
 
 /// A `PUT /_sim/faults` body: fields left out keep their value.
@@ -34,6 +54,7 @@ struct FaultsUpdate {
     partitioned: Option<bool>,
     latency_ms: Option<u64>,
     error_rate: Option<f64>,
+    fail_requests: Option<FailRequests>,
 }
 
 pub struct FaultState {
@@ -81,6 +102,31 @@ impl FaultState {
         Ok(())
     }
 
+    /// A failure the faults hold for this kind of request, counted down.
+    pub fn targeted(&self, verb: &str, resource: &str) -> Option<ApiError> {
+        let mut failure = None;
+        self.tx.send_if_modified(|f| {
+            let Some(rule) = &mut f.fail_requests else {
+                return false;
+            };
+            if rule.verb != verb || rule.resource != resource || rule.count == 0 {
+                return false;
+            }
+            rule.count -= 1;
+            failure = Some(ApiError::new(
+                rule.code,
+                if rule.code == 429 {
+                    "TooManyRequests"
+                } else {
+                    "InternalError"
+                },
+                format!("injected fault: {verb} {resource} fails"),
+            ));
+            true
+        });
+        failure
+    }
+
     fn update(&self, update: FaultsUpdate) -> Result<Faults, ApiError> {
         if update.error_rate.is_some_and(|r| !(0.0..=1.0).contains(&r)) {
             return Err(ApiError::bad_request("errorRate must be between 0 and 1"));
@@ -89,6 +135,9 @@ impl FaultState {
             f.partitioned = update.partitioned.unwrap_or(f.partitioned);
             f.latency_ms = update.latency_ms.unwrap_or(f.latency_ms);
             f.error_rate = update.error_rate.unwrap_or(f.error_rate);
+            if update.fail_requests.is_some() {
+                f.fail_requests = update.fail_requests.clone();
+            }
         });
         Ok(self.current())
     }

@@ -226,7 +226,11 @@ async fn resource(
     };
     let ty = rr.ty.clone();
     let ns = rr.namespace.clone().unwrap_or_default();
-    record_access(cluster, &rr, &method, &query, user_agent.as_deref());
+    if let Some(access) = record_access(cluster, &rr, &method, &query, user_agent.as_deref())
+        && let Some(failure) = cluster.faults.targeted(access.verb, &access.resource)
+    {
+        return Err(failure);
+    }
     if rr.scale {
         return scale(cluster, &rr, method, req, &content_type, &write).await;
     }
@@ -354,14 +358,14 @@ async fn resource(
     }
 }
 
-/// Notes the kind of request for `GET /_sim/requests`.
+/// Notes the kind of request for `GET /_sim/requests`, and returns it.
 fn record_access(
     cluster: &Cluster,
     rr: &ResourceRequest,
     method: &Method,
     query: &Query,
     user_agent: Option<&str>,
-) {
+) -> Option<super::Access> {
     let verb = match (method, rr.name.is_some()) {
         (&Method::GET, true) => "get",
         (&Method::GET, false) if query.flag("watch") => "watch",
@@ -371,7 +375,7 @@ fn record_access(
         (&Method::PATCH, _) => "patch",
         (&Method::DELETE, true) => "delete",
         (&Method::DELETE, false) => "deletecollection",
-        _ => return,
+        _ => return None,
     };
     let access = super::Access {
         user_agent: user_agent.unwrap_or_default().to_string(),
@@ -386,8 +390,9 @@ fn record_access(
         },
     };
     if let Ok(mut accesses) = cluster.accesses.lock() {
-        accesses.insert(access);
+        accesses.insert(access.clone());
     }
+    Some(access)
 }
 
 /// `/scale` of a Deployment: GET, PUT (a Scale) and PATCH (merge, JSON or

@@ -21,16 +21,89 @@ import (
 // faults are the simulator's fault settings (ARCHITECTURE.md §5), the same
 // JSON on both grounds.
 type faults struct {
-	Partitioned bool    `json:"partitioned"`
-	LatencyMs   uint64  `json:"latencyMs"`
-	ErrorRate   float64 `json:"errorRate"`
+	Partitioned  bool          `json:"partitioned"`
+	LatencyMs    uint64        `json:"latencyMs"`
+	ErrorRate    float64       `json:"errorRate"`
+	FailRequests *failRequests `json:"failRequests,omitempty"`
+}
+
+// failRequests fails the next Count requests with this verb on this
+// resource (plural, e.g. "secrets" or "pods/status") with HTTP Code.
+type failRequests struct {
+	Verb     string `json:"verb"`
+	Resource string `json:"resource"`
+	Count    uint32 `json:"count"`
+	Code     int    `json:"code,omitempty"`
 }
 
 // faultsUpdate is a PUT body: fields left out keep their value.
 type faultsUpdate struct {
-	Partitioned *bool    `json:"partitioned"`
-	LatencyMs   *uint64  `json:"latencyMs"`
-	ErrorRate   *float64 `json:"errorRate"`
+	Partitioned  *bool         `json:"partitioned"`
+	LatencyMs    *uint64       `json:"latencyMs"`
+	ErrorRate    *float64      `json:"errorRate"`
+	FailRequests *failRequests `json:"failRequests"`
+}
+
+// verbAndResource reads a Kubernetes request as authorization does: its
+// verb and resource (with a subresource after a slash); ok is false for
+// paths that name no resource (discovery, health).
+func verbAndResource(r *http.Request) (string, string, bool) {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return "", "", false
+	}
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	if len(parts) == 0 {
+		return "", "", false
+	}
+	resource, named := parts[0], len(parts) >= 2
+	if len(parts) >= 3 {
+		resource += "/" + parts[2]
+	}
+	verb := map[string]string{http.MethodPost: "create", http.MethodPut: "update", http.MethodPatch: "patch"}[r.Method]
+	switch r.Method {
+	case http.MethodGet:
+		switch {
+		case named:
+			verb = "get"
+		case isWatch(r):
+			verb = "watch"
+		default:
+			verb = "list"
+		}
+	case http.MethodDelete:
+		verb = "deletecollection"
+		if named {
+			verb = "delete"
+		}
+	}
+	return verb, resource, verb != ""
+}
+
+// targeted counts down a failure the faults hold for this request.
+func (p *faultProxy) targeted(r *http.Request) (int, bool) {
+	verb, resource, ok := verbAndResource(r)
+	if !ok {
+		return 0, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rule := p.current.FailRequests
+	if rule == nil || rule.Count == 0 || rule.Verb != verb || rule.Resource != resource {
+		return 0, false
+	}
+	rule.Count--
+	if rule.Code == 0 {
+		return http.StatusInternalServerError, true
+	}
+	return rule.Code, true
 }
 
 // faultProxy stands in front of one kube-apiserver on loopback: clients
@@ -125,6 +198,15 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else {
 			writeStatus(w, http.StatusTooManyRequests, "TooManyRequests", "injected fault: too many requests, please try again later")
 		}
+		return
+	}
+	if code, fail := p.targeted(r); fail {
+		reason := "InternalError"
+		if code == http.StatusTooManyRequests {
+			reason = "TooManyRequests"
+		}
+		verb, resource, _ := verbAndResource(r)
+		writeStatus(w, code, reason, fmt.Sprintf("injected fault: %s %s fails", verb, resource))
 		return
 	}
 	held := &heldWriter{ResponseWriter: w, proxy: p, ctx: r.Context()}
@@ -280,6 +362,10 @@ func (p *faultProxy) update(u faultsUpdate) faults {
 	}
 	if u.ErrorRate != nil {
 		p.current.ErrorRate = *u.ErrorRate
+	}
+	if u.FailRequests != nil {
+		rule := *u.FailRequests
+		p.current.FailRequests = &rule
 	}
 	switch {
 	case !wasPartitioned && p.current.Partitioned:
