@@ -50,6 +50,10 @@ pub struct ControllerConfig {
     /// a renewal before a standby replica takes over. The leader renews every
     /// third of it and stops leading when two thirds pass without a renewal.
     pub lease_duration_ms: u64,
+    /// Each connected member is swept this often too (besides when it is
+    /// connected or returns), so nothing the controller made outlives its
+    /// job for long, whoever ran the job.
+    pub sweep_interval_ms: u64,
 }
 
 impl Default for ControllerConfig {
@@ -64,6 +68,7 @@ impl Default for ControllerConfig {
             member_probe_interval_ms: 5000,
             cluster_lost_timeout_ms: 60_000,
             lease_duration_ms: 15_000,
+            sweep_interval_ms: 600_000,
         }
     }
 }
@@ -103,6 +108,11 @@ impl ControllerConfig {
     pub fn lease_duration(&self) -> Duration {
         // Under a second the renewals would spin.
         Duration::from_millis(self.lease_duration_ms.max(1000))
+    }
+
+    pub fn sweep_interval(&self) -> Duration {
+        // A sweep lists every managed object: never more than once a second.
+        Duration::from_millis(self.sweep_interval_ms.max(1000))
     }
 
     pub fn cluster_lost_timeout(&self) -> Duration {

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use federation_support::*;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
@@ -828,7 +828,94 @@ async fn a_failed_secret_read_at_start_up_changes_nothing(ground: Ground) {
     .await;
 }
 
+/// The job's pods and services, by cluster, as `cluster/name`.
+async fn objects_of(f: &Federation, job: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for cluster in CLUSTERS {
+        let selector = ListParams::default().labels(&format!("federation.tfjob.io/job-name={job}"));
+        let pods: Api<Pod> = Api::namespaced(f.clients[cluster].clone(), "default");
+        let services: Api<Service> = Api::namespaced(f.clients[cluster].clone(), "default");
+        for pod in pods.list(&selector).await.expect("pods").items {
+            found.push(format!("{cluster}/pod/{}", name_of(&pod)));
+        }
+        for service in services.list(&selector).await.expect("services").items {
+            found.push(format!(
+                "{cluster}/service/{}",
+                service.metadata.name.unwrap_or_default()
+            ));
+        }
+    }
+    found
+}
+
+/// A job that ended and is deleted while no controller runs once lost its
+/// finalizer to the next controller at once, leaving its pods and services
+/// on the members (that controller held no replica actors for them). Now
+/// the replicas of its recorded placement are retired first, on every
+/// cluster, whoever ran the job.
+async fn deleting_an_ended_job_without_a_controller_cleans_every_member(ground: Ground) {
+    let mut f = start(ground, "").await;
+    // cleanUpPolicy none: the ended job's pods and services stay until it is deleted.
+    f.submit(gpu_job("ended", &[("worker", 2, 2)], json!({}), "0.5"))
+        .await;
+    f.wait_phase("ended", "Succeeded", WAIT).await;
+    let left = objects_of(&f, "ended").await;
+    assert!(
+        left.iter().any(|o| o.starts_with("member-1/pod/")),
+        "the ended job's pods stay on member-1: {left:?}"
+    );
+    f.kill_controller();
+    f.jobs()
+        .delete("ended", &Default::default())
+        .await
+        .expect("delete the job");
+    f.restart_controller();
+    eventually_within("the job to be gone", WAIT, async || {
+        f.jobs()
+            .get_opt("ended")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        objects_of(&f, "ended").await,
+        Vec::<String>::new(),
+        "nothing of the deleted job is left on any cluster"
+    );
+}
+
+/// Objects of a job that no longer exists are swept periodically, not only
+/// when a member connects.
+async fn the_sweep_runs_periodically(ground: Ground) {
+    let f = start(ground, "sweepIntervalMs: 1000\n").await;
+    wait_ready(&f.members(), "member-1", "True").await;
+    let pods: Api<Pod> = Api::namespaced(f.clients["member-1"].clone(), "default");
+    let orphan: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "orphan-worker-0", "labels": {
+            "app.kubernetes.io/managed-by": "tfjob-federator",
+            "federation.tfjob.io/job-name": "orphan",
+            "federation.tfjob.io/job-uid": "no-such-job",
+            "federation.tfjob.io/placement-epoch": "0"}},
+        "spec": {"containers": [{"name": "tensorflow", "image": "tf"}]},
+    }))
+    .expect("a pod");
+    pods.create(&PostParams::default(), &orphan)
+        .await
+        .expect("create the orphan");
+    eventually_within("the orphan to be swept", WAIT, async || {
+        let pod = pods.get_opt("orphan-worker-0").await.ok()?;
+        pod.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+}
+
 on_both_grounds!(
+    deleting_an_ended_job_without_a_controller_cleans_every_member,
+    the_sweep_runs_periodically,
     a_failed_secret_read_at_start_up_changes_nothing,
     deleting_a_member_cluster_under_a_running_job,
     cluster_loss_without_restart_budget_fails_the_job,

@@ -674,6 +674,17 @@ impl Actor for MemberSupervisor {
             .default_backoff()
             .applied_objects();
         super::forward(changed, ctx.address().recipient(), SecretChanged, "Secret");
+        ctx.run_interval(self.shared.config.sweep_interval(), |act, ctx| {
+            let due: Vec<String> = act
+                .members
+                .iter()
+                .filter(|(_, m)| m.swept && !m.lost)
+                .map(|(name, _)| name.clone())
+                .collect();
+            for name in due {
+                act.sweep(ctx, &name);
+            }
+        });
         ctx.run_interval(self.shared.config.member_probe_interval(), |act, ctx| {
             if let Some(home) = &act.home_capacity {
                 let name = &act.shared.home.name;

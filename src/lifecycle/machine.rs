@@ -613,10 +613,6 @@ impl Step<'_> {
         let mode_before = self.mode();
         let pause_before = self.job.spec.pause;
         self.job.spec = spec;
-        if self.job.spec.deleting {
-            self.delete();
-            return;
-        }
         if first {
             self.job.replicas = self
                 .job
@@ -624,6 +620,12 @@ impl Step<'_> {
                 .accepted
                 .clone()
                 .unwrap_or_else(|| self.job.spec.replicas.clone());
+        }
+        if self.job.spec.deleting {
+            self.delete();
+            return;
+        }
+        if first {
             self.recover();
             return;
         }
@@ -772,14 +774,19 @@ impl Step<'_> {
             }
             Stage::Deleting { retiring: None } => {
                 self.job.has_actors = true;
+                let retiring = self.reachable(&assignment);
+                let done = retiring.is_empty();
                 self.job.stage = Stage::Deleting {
-                    retiring: Some(self.reachable(&assignment)),
+                    retiring: Some(retiring),
                 };
                 self.emit(Effect::StartReplicas {
                     epoch,
                     assignment,
                     intent: Intent::Retire,
                 });
+                if done {
+                    self.emit(Effect::RemoveFinalizer);
+                }
             }
             Stage::Placing { recorded: true } => {
                 if self.job.spec.pause {
