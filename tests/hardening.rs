@@ -309,7 +309,59 @@ async fn member_kubeconfigs_cannot_run_commands_read_files_or_leak(ground: Groun
     }
 }
 
+/// A replica's pod deleted by hand was once re-created silently, no
+/// restart counted. Now it counts as an exit (143): a restart under
+/// `OnFailure`, the job's failure under `Never`.
+async fn a_pod_deleted_by_hand_is_an_exit(ground: Ground) {
+    let env = Env::start_on(ground, "deleted-by-hand").await;
+    let long = [("pending-seconds", "0.1"), ("run-seconds", "3600")];
+    let restarting = job(
+        "restarting",
+        json!({"replicaSpecs": [with_policy(replica("worker", 1, &long), "OnFailure")]}),
+    );
+    let never = job(
+        "never",
+        json!({"replicaSpecs": [with_policy(replica("worker", 1, &long), "Never")]}),
+    );
+    env.submit(&restarting).await;
+    env.submit(&never).await;
+    env.wait_phase("restarting", JobPhase::Running).await;
+    env.wait_phase("never", JobPhase::Running).await;
+    let first = env.job_pods("restarting").await;
+    let first_uid = first.values().next().and_then(|p| p.metadata.uid.clone());
+    env.pods()
+        .delete("restarting-worker-0", &DeleteParams::default())
+        .await
+        .expect("delete the pod");
+    env.pods()
+        .delete("never-worker-0", &DeleteParams::default())
+        .await
+        .expect("delete the pod");
+
+    let restarted = env
+        .wait_job("restarting", "Running again with a restart counted", |j| {
+            backoff_count(j) == 1 && phase_of(j) == Some(JobPhase::Running)
+        })
+        .await;
+    assert_eq!(restart_count(&restarted, "worker"), 1);
+    wait_for("a new pod for the restarted replica", WAIT, async || {
+        let pod = env.pods().get_opt("restarting-worker-0").await.ok()??;
+        (pod.metadata.uid != first_uid && pod.metadata.deletion_timestamp.is_none()).then_some(())
+    })
+    .await;
+    let failed = env.wait_phase("never", JobPhase::Failed).await;
+    let (status, reason, message) = condition(&failed, "Failed").expect("a Failed condition");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "ReplicaFailed"),
+        "{message}"
+    );
+    assert!(message.contains("was deleted"), "{message}");
+    assert_eq!(backoff_count(&failed), 0);
+}
+
 on_both_grounds!(
+    a_pod_deleted_by_hand_is_an_exit,
     member_kubeconfigs_cannot_run_commands_read_files_or_leak,
     poison_replica_counts_never_stop_the_controller,
     type_errors_name_the_field,

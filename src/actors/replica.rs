@@ -100,6 +100,11 @@ pub struct ReplicaActor {
     last_uid: Option<String>,
     /// Whether the replica should have a pod (false once finished or retiring).
     wants_pod: bool,
+    /// The uid of the pod the job asked to replace (`Restart`).
+    replacing: Option<String>,
+    /// Our pod went away without being asked to (deleted by someone else,
+    /// evicted): the job decides whether it is replaced (`Restart`).
+    vanished: bool,
     /// The job ended with this clean-up policy.
     finished: Option<CleanUpPolicy>,
     /// The pod uid a clean-up delete was sent for.
@@ -137,6 +142,8 @@ impl ReplicaActor {
             obstacle: None,
             last_uid: None,
             wants_pod,
+            replacing: None,
+            vanished: false,
             finished,
             cleaning: None,
             service_deleted: false,
@@ -178,7 +185,7 @@ impl ReplicaActor {
             None => {
                 let mut view =
                     ReplicaView::creating(self.setup.key, self.pod_key.1.clone(), cluster);
-                if !self.wants_pod {
+                if !self.wants_pod || self.vanished {
                     view.phase = ReplicaPhase::Deleted;
                     view.uid = self.last_uid.clone();
                 }
@@ -328,6 +335,7 @@ impl ReplicaActor {
             || self.current.is_some()
             || self.obstacle.is_some()
             || self.tearing_down
+            || self.vanished
         {
             return;
         }
@@ -567,7 +575,14 @@ impl Handler<PodChanged> for ReplicaActor {
             (None, None) => true,
             _ => false,
         };
+        let had = self.current.as_ref().and_then(|p| p.metadata.uid.clone());
         self.observe(ctx, msg.0);
+        if let Some(gone) = had.filter(|_| self.current.is_none() && self.obstacle.is_none())
+            && self.wants_pod
+            && self.replacing.as_deref() != Some(gone.as_str())
+        {
+            self.vanished = true;
+        }
         if !same {
             self.report();
         }
@@ -594,12 +609,16 @@ impl Handler<Restart> for ReplicaActor {
         if self.tearing_down || self.finished.is_some() {
             return;
         }
+        self.replacing = Some(msg.uid.clone());
         match &self.current {
             Some(pod) if pod.metadata.uid.as_deref() == Some(&msg.uid) => {
                 self.delete_pod(ctx, Some(msg.uid))
             }
             Some(_) => {}
-            None => self.ensure_pod(ctx),
+            None => {
+                self.vanished = false;
+                self.ensure_pod(ctx)
+            }
         }
     }
 }

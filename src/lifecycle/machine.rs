@@ -908,7 +908,7 @@ impl Step<'_> {
         if self.job.stage != Stage::Active {
             return;
         }
-        if view.is_finished() {
+        if view.is_finished() || (view.phase == ReplicaPhase::Deleted && view.uid.is_some()) {
             self.on_exit(&view);
         }
         // Once every pod is past Pending the clusters' own capacity shows
@@ -928,10 +928,18 @@ impl Step<'_> {
         if self.terminal() {
             return;
         }
+        // A pod deleted by someone else (or evicted) ended as a deletion
+        // ends a container: SIGTERM, exit 143.
+        let deleted = view.phase == ReplicaPhase::Deleted;
         let exit = Exit {
             replica: view.key,
             succeeded: view.phase == ReplicaPhase::Succeeded,
-            exit_code: view.exit_code,
+            exit_code: if deleted {
+                Some(restart::DELETED_EXIT_CODE)
+            } else {
+                view.exit_code
+            },
+            deleted,
         };
         let debug = self.job.running_mode == Some(PodMode::Debug);
         let policy = self
@@ -965,9 +973,11 @@ impl Step<'_> {
                     .restart_counts
                     .entry(view.key.replica_type)
                     .or_default() += 1;
-                let code = view
-                    .exit_code
-                    .map_or("no exit code".to_string(), |c| format!("exit code {c}"));
+                let code = match exit.exit_code {
+                    _ if exit.deleted => "its pod was deleted".to_string(),
+                    Some(code) => format!("exit code {code}"),
+                    None => "no exit code".to_string(),
+                };
                 let message = format!(
                     "Restarting replica {} after {code} (restart {} of the job).",
                     view.key, self.job.status.backoff_count

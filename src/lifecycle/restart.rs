@@ -27,17 +27,27 @@ impl Budget {
     }
 }
 
+/// The exit code a pod deleted by someone else counts as: its container
+/// was stopped with SIGTERM.
+pub const DELETED_EXIT_CODE: i32 = 143;
+
 /// How a replica's pod ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Exit {
     pub replica: ReplicaKey,
     pub succeeded: bool,
     pub exit_code: Option<i32>,
+    /// The pod was deleted (by a user, an eviction) rather than exiting.
+    pub deleted: bool,
 }
 
 impl Exit {
     fn describe(&self, pod: &str) -> String {
         match self.exit_code {
+            _ if self.deleted => format!(
+                "replica {} (pod {pod}) was deleted (counted as exit code {DELETED_EXIT_CODE})",
+                self.replica
+            ),
             Some(code) => format!(
                 "replica {} (pod {pod}) exited with code {code}",
                 self.replica
@@ -262,6 +272,7 @@ mod tests {
             replica: ReplicaKey::new(t, 0),
             succeeded,
             exit_code: Some(code),
+            deleted: false,
         }
     }
 

@@ -19,8 +19,9 @@ use crate::placement::Unplaceable;
 use crate::status::ReplicaView;
 
 /// Reasons of `tfjob_federator_replica_restarts_total`, see [`restart_reason`].
-const RESTART_REASONS: [&str; 7] = [
+const RESTART_REASONS: [&str; 8] = [
     "Completed",
+    "Deleted",
     "Interrupted",
     "Killed",
     "RestartRequested",
@@ -101,8 +102,10 @@ impl PlacementOutcome {
 /// the exit codes `ExitCode` retries, a success (`Always`), or any other
 /// failure.
 pub fn restart_reason(ended: &ReplicaView) -> &'static str {
-    if ended.phase == ReplicaPhase::Succeeded {
-        return "Completed";
+    match ended.phase {
+        ReplicaPhase::Succeeded => return "Completed",
+        ReplicaPhase::Deleted => return "Deleted",
+        _ => {}
     }
     match ended.exit_code {
         Some(130) => "Interrupted",
