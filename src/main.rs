@@ -228,8 +228,12 @@ fn main() -> anyhow::Result<()> {
                 tracing::info!(addr = %server.addr(), "serving metrics");
                 let mut leadership = None;
                 if let Some(settings) = election {
+                    // No retries inside a request: the election retries
+                    // itself, quickly, and must see time pass.
+                    let mut lease_config = home.clone();
+                    lease_config.default_retry = false;
                     let client = telemetry::instrumented_client(
-                        home.clone(),
+                        lease_config,
                         &config.home_cluster_name,
                         metrics.clone(),
                     )?;

@@ -201,7 +201,45 @@ async fn a_leader_that_stops_hands_over_at_once(ground: Ground) {
     assert_eq!(holder(&system).await.as_deref(), Some("second"));
 }
 
+/// With a quarter of home's requests failing, the leader once lost its
+/// Lease and exited within seconds. A burst of errors shorter than the
+/// Lease must cost it nothing.
+async fn a_leader_keeps_its_lease_through_a_burst_of_errors(ground: Ground) {
+    let lease_ms = 3000;
+    let mut system = first_leading(ground, lease_ms).await;
+    let home = sim_kube::client_for(&system.kubeconfig("home")).await;
+    let lease = || async {
+        Api::<Lease>::namespaced(home.clone(), LEASE_NAMESPACE)
+            .get("tfjob-federator")
+            .await
+            .expect("the Lease")
+            .spec
+            .expect("a spec")
+    };
+    let before = lease().await;
+    let faults = |rate: f64| json!({"errorRate": rate});
+    sim_kube::admin_request(&home, hyper::Method::PUT, "faults", Some(faults(0.3))).await;
+    let burst = Instant::now();
+    while burst.elapsed() < Duration::from_millis(4 * lease_ms) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        system.check_controller_alive();
+    }
+    sim_kube::admin_request(&home, hyper::Method::PUT, "faults", Some(faults(0.0))).await;
+    let after = lease().await;
+    assert_eq!(
+        after.holder_identity.as_deref(),
+        Some("first"),
+        "still the leader"
+    );
+    assert_eq!(
+        after.lease_transitions, before.lease_transitions,
+        "the Lease never changed hands"
+    );
+    assert_eq!(ready(system.metrics).await.0, 200, "still ready");
+}
+
 on_both_grounds!(
+    a_leader_keeps_its_lease_through_a_burst_of_errors,
     a_standby_waits_unready_and_takes_over_when_the_leader_dies,
     a_leader_that_stops_hands_over_at_once,
 );

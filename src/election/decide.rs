@@ -46,6 +46,13 @@ pub fn renew_interval(lease_duration: Duration) -> Duration {
     lease_duration / 3
 }
 
+/// How soon a leader tries again after a failed renewal: often enough that
+/// a burst of errors (a quarter of requests failing, say) costs it nothing
+/// before `renew_deadline`, at most ten tries a second.
+pub fn retry_after_failure(lease_duration: Duration) -> Duration {
+    (lease_duration / 20).max(Duration::from_millis(100))
+}
+
 /// How often a follower looks at the Lease.
 pub fn retry_interval(lease_duration: Duration) -> Duration {
     lease_duration / 5

@@ -15,7 +15,9 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 
-pub use decide::{Observed, Step, renew_deadline, renew_interval, retry_interval, step};
+pub use decide::{
+    Observed, Step, renew_deadline, renew_interval, retry_after_failure, retry_interval, step,
+};
 
 /// Where the Lease is and who this replica is.
 #[derive(Debug, Clone)]
@@ -187,20 +189,41 @@ async fn write(api: &Api<Lease>, settings: &Settings, current: Option<Lease>) ->
 /// renewed within the renew deadline; then says so through `tell`.
 async fn keep(api: Api<Lease>, settings: Settings, tell: watch::Sender<bool>) {
     let mut renewed = Instant::now();
+    let mut wait = renew_interval(settings.lease_duration);
     loop {
-        tokio::time::sleep(renew_interval(settings.lease_duration)).await;
-        match api.get_opt(&settings.name).await {
-            Ok(Some(lease)) if holder(&lease) != Some(settings.identity.as_str()) => {
-                tracing::error!(holder = ?holder(&lease), "the leader Lease was taken over");
+        tokio::time::sleep(wait).await;
+        let renewal = async {
+            match api.get_opt(&settings.name).await? {
+                Some(lease) if holder(&lease) != Some(settings.identity.as_str()) => {
+                    Ok(Some(holder(&lease).map(str::to_string)))
+                }
+                current => write(&api, &settings, current).await.map(|()| None),
+            }
+        };
+        // A request that hangs (a partition) must not keep this loop from
+        // its deadline.
+        let outcome = tokio::time::timeout(renew_interval(settings.lease_duration), renewal).await;
+        wait = match outcome {
+            Ok(Ok(None)) => {
+                renewed = Instant::now();
+                renew_interval(settings.lease_duration)
+            }
+            Ok(Ok(Some(other))) => {
+                tracing::error!(holder = ?other, "the leader Lease was taken over");
                 let _ = tell.send(false);
                 return;
             }
-            Ok(current) => match write(&api, &settings, current).await {
-                Ok(()) => renewed = Instant::now(),
-                Err(e) => tracing::warn!(error = %e, "renewing the leader Lease failed"),
-            },
-            Err(e) => tracing::warn!(error = %e, "reading the leader Lease failed"),
-        }
+            // A burst of errors must not cost the Lease: try again soon,
+            // until the deadline.
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "renewing the leader Lease failed; retrying");
+                retry_after_failure(settings.lease_duration)
+            }
+            Err(_) => {
+                tracing::warn!("renewing the leader Lease got no answer in time; retrying");
+                retry_after_failure(settings.lease_duration)
+            }
+        };
         if renewed.elapsed() >= renew_deadline(settings.lease_duration) {
             tracing::error!("the leader Lease could not be renewed in time");
             let _ = tell.send(false);

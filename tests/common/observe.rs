@@ -328,6 +328,12 @@ impl System {
             .unwrap_or_else(|e| panic!("{cluster}.kubeconfig: {e}"))
     }
 
+    /// Panics (with its log) if the first controller has exited.
+    pub fn check_controller_alive(&mut self) {
+        let log = self.dir.join("controller.log");
+        self.controller.check_alive("the controller", &log);
+    }
+
     /// Kills the first controller (SIGKILL: no chance to clean up).
     pub fn kill_controller(&mut self) {
         self.controller.kill();
