@@ -40,6 +40,8 @@ pub struct Demand {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterState {
     pub name: String,
+    /// A member cluster (not home).
+    pub member: bool,
     pub labels: BTreeMap<String, String>,
     pub ready: bool,
     pub unschedulable: bool,
@@ -56,9 +58,21 @@ impl ClusterState {
     }
 }
 
+/// Namespaces of a member that are its own, or the controller's: no job's
+/// replicas land there, whatever the job's namespace on home.
+pub const SYSTEM_NAMESPACES: [&str; 4] = [
+    "kube-system",
+    "kube-public",
+    "kube-node-lease",
+    crate::clusters::SECRETS_NAMESPACE,
+];
+
 /// The job's placement policy (`spec.scheduler.federation`, defaults applied).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
+    /// The job's namespace is a member's system namespace: members may not
+    /// run it.
+    pub system_namespace: Option<String>,
     pub strategy: FederationStrategy,
     pub selector: Option<LabelSelector>,
     pub names: Vec<String>,
@@ -69,6 +83,7 @@ pub struct Policy {
 impl Default for Policy {
     fn default() -> Self {
         Policy {
+            system_namespace: None,
             strategy: FederationStrategy::Pack,
             selector: None,
             names: Vec::new(),
@@ -81,10 +96,18 @@ impl Default for Policy {
 impl Policy {
     /// The policy of a job; unknown strategies (rejected by validation) fall back to Pack.
     pub fn of_job(job: &TensorFlowTrainingJob) -> Policy {
+        let namespace = job.metadata.namespace.clone().unwrap_or_default();
+        let system_namespace = SYSTEM_NAMESPACES
+            .contains(&namespace.as_str())
+            .then_some(namespace);
         let Some(f) = job.spec.federation() else {
-            return Policy::default();
+            return Policy {
+                system_namespace,
+                ..Policy::default()
+            };
         };
         Policy {
+            system_namespace,
             strategy: FederationStrategy::parse(&f.strategy).unwrap_or(FederationStrategy::Pack),
             selector: f.cluster_selector.clone(),
             names: f.cluster_names.clone(),
@@ -246,7 +269,9 @@ fn eligible<'a>(
 ) -> Vec<&'a ClusterState> {
     let mut out = Vec::new();
     for c in clusters {
-        let reason = if !policy.names.is_empty() && !policy.names.contains(&c.name) {
+        let reason = if c.member && policy.system_namespace.is_some() {
+            Some("the job's namespace is a system namespace there")
+        } else if !policy.names.is_empty() && !policy.names.contains(&c.name) {
             Some("not in clusterNames")
         } else if policy
             .selector
@@ -754,6 +779,43 @@ mod tests {
             err.reasons.get("home").map(String::as_str),
             Some("not in clusterNames")
         );
+    }
+
+    #[test]
+    fn members_never_run_jobs_of_a_system_namespace() {
+        let mut member = cluster("member-1", 4, 4);
+        member.member = true;
+        let clusters = vec![cluster("home", 1, 4), member];
+        let policy = Policy {
+            system_namespace: Some("kube-system".into()),
+            ..Policy::default()
+        };
+        let err = place(&job(1, 0, 4), &clusters, &policy).expect_err("home is too small");
+        assert_eq!(
+            err.reasons.get("member-1").map(String::as_str),
+            Some("the job's namespace is a system namespace there")
+        );
+        let a = place(&job(0, 0, 4), &clusters, &policy).expect("home fits the chief");
+        assert!(a.values().all(|c| c == "home"));
+        let job_in = |ns: &str| -> TensorFlowTrainingJob {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob",
+                "metadata": {"name": "j", "namespace": ns}, "spec": {"replicaSpecs": []}}))
+            .expect("a job")
+        };
+        assert_eq!(
+            Policy::of_job(&job_in("kube-system"))
+                .system_namespace
+                .as_deref(),
+            Some("kube-system")
+        );
+        assert_eq!(
+            Policy::of_job(&job_in("tfjob-federator"))
+                .system_namespace
+                .as_deref(),
+            Some("tfjob-federator")
+        );
+        assert_eq!(Policy::of_job(&job_in("ml")).system_namespace, None);
     }
 
     #[test]

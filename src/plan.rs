@@ -88,6 +88,7 @@ pub async fn cluster_states(
         };
         states.push(ClusterState {
             name: member.name_any(),
+            member: true,
             labels: member.labels().clone(),
             ready,
             unschedulable: member.spec.unschedulable,

@@ -913,7 +913,51 @@ async fn the_sweep_runs_periodically(ground: Ground) {
     .await;
 }
 
+/// A home user's job in a namespace that is a member's own (`kube-system`)
+/// once ran there on a member. Members never take it: it waits, saying why.
+async fn a_job_in_a_system_namespace_never_lands_on_a_member(ground: Ground) {
+    let f = start(ground, "").await;
+    let jobs: Api<DynamicObject> =
+        Api::namespaced_with(f.clients["home"].clone(), "kube-system", &job_resource());
+    let job: DynamicObject =
+        serde_json::from_value(gpu_job("system", &[("worker", 1, 1)], json!({}), "300"))
+            .expect("a job");
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .expect("submit into kube-system");
+    let waiting = eventually_within("the job to wait, saying why", WAIT, async || {
+        let job = jobs.get("system").await.ok()?;
+        let initialized = job.data["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Initialized")?
+            .clone();
+        (initialized["reason"] == "WaitingForCapacity").then_some(initialized)
+    })
+    .await;
+    let message = waiting["message"].as_str().unwrap_or_default();
+    for member in ["member-1", "member-2"] {
+        assert!(
+            message.contains(&format!(
+                "{member}: the job's namespace is a system namespace there"
+            )),
+            "{message}"
+        );
+    }
+    for cluster in ["member-1", "member-2"] {
+        let pods: Api<Pod> = Api::namespaced(f.clients[cluster].clone(), "kube-system");
+        let found = pods
+            .list(&ListParams::default().labels("federation.tfjob.io/job-name=system"))
+            .await
+            .expect("pods")
+            .items;
+        assert!(found.is_empty(), "a pod of the job on {cluster}");
+    }
+    let _ = jobs.delete("system", &Default::default()).await;
+}
+
 on_both_grounds!(
+    a_job_in_a_system_namespace_never_lands_on_a_member,
     deleting_an_ended_job_without_a_controller_cleans_every_member,
     the_sweep_runs_periodically,
     a_failed_secret_read_at_start_up_changes_nothing,

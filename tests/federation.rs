@@ -339,6 +339,20 @@ async fn a_job_in_a_namespace_the_members_lack_runs_there(ground: Ground) {
         .expect("list pods")
         .items;
     assert_eq!(ran.len(), 2, "both replicas ran on member-1");
+    let made: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(f.clients["member-1"].clone());
+    let made = made
+        .get(&namespace)
+        .await
+        .expect("the namespace on member-1");
+    assert_eq!(
+        made.metadata
+            .labels
+            .unwrap_or_default()
+            .get("app.kubernetes.io/managed-by")
+            .map(String::as_str),
+        Some("tfjob-federator"),
+        "the namespace the controller made says so"
+    );
     let problems = controller_problems(&f.dir);
     assert!(
         problems.is_empty(),

@@ -504,20 +504,33 @@ impl JobActor {
                 topology.replicas_on(&keys, cluster),
                 if target.home { owner.clone() } else { None },
             );
-            let namespace = (!target.home).then(
-                || json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-            );
+            let namespace = (!target.home).then(|| k8s_openapi::api::core::v1::Namespace {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(ns.clone()),
+                    labels: Some(
+                        [(
+                            builders::MANAGED_BY_LABEL.to_string(),
+                            builders::MANAGER.to_string(),
+                        )]
+                        .into(),
+                    ),
+                    ..Default::default()
+                },
+                ..Default::default()
+            });
             let ns = ns.clone();
             let cluster = cluster.clone();
             preparations.push(async move {
                 if let Some(namespace) = namespace {
-                    // The member may lack the job's namespace: it is created, never deleted.
+                    // The member may lack the job's namespace: it is created
+                    // (never deleted); one that exists is left as it is.
                     let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-                    let params = PatchParams::apply(builders::MANAGER);
-                    let what = format!("creating namespace {ns} on {cluster}");
-                    let patch = Patch::Apply(&namespace);
-                    if let Err(e) = call::call(Kind::Write, backoff, &what, || {
-                        api.patch(&ns, &params, &patch)
+                    let (post, what) = (
+                        PostParams::default(),
+                        format!("creating namespace {ns} on {cluster}"),
+                    );
+                    if let Err(e) = call::call(Kind::Create, backoff, &what, || {
+                        api.create(&post, &namespace)
                     })
                     .await
                     {

@@ -480,6 +480,7 @@ impl MemberSupervisor {
                 .filter(|_| self.spec_problem(name).is_none());
             states.push(ClusterState {
                 name: name.clone(),
+                member: true,
                 labels: spec.labels().clone(),
                 ready: member.is_some_and(Member::placeable),
                 unschedulable: spec.spec.unschedulable,
