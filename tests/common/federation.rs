@@ -101,6 +101,16 @@ impl Drop for ControllerProcess {
 /// (appended to, so a restart keeps the earlier lines); leader election on
 /// as deployed, one identity, so a restarted controller leads at once.
 pub fn start_controller(home_kubeconfig: &Path, settings: &str) -> ControllerProcess {
+    start_controller_as(home_kubeconfig, settings, "federation-test")
+}
+
+/// As `start_controller`, with the leader-election identity `identity`
+/// (another identity is a second replica, standing by).
+pub fn start_controller_as(
+    home_kubeconfig: &Path,
+    settings: &str,
+    identity: &str,
+) -> ControllerProcess {
     let config = home_kubeconfig.with_file_name("controller.yaml");
     std::fs::write(&config, settings).expect("write controller settings");
     let log = std::fs::OpenOptions::new()
@@ -112,11 +122,7 @@ pub fn start_controller(home_kubeconfig: &Path, settings: &str) -> ControllerPro
         .args(["--log-format", "json", "run", "--kubeconfig"])
         .arg(home_kubeconfig)
         .args(["--metrics-addr", "127.0.0.1:0"])
-        .args([
-            "--leader-elect",
-            "--leader-elect-identity",
-            "federation-test",
-        ])
+        .args(["--leader-elect", "--leader-elect-identity", identity])
         .arg("--config")
         .arg(&config)
         .stdout(Stdio::null())
