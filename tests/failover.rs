@@ -956,7 +956,44 @@ async fn a_job_in_a_system_namespace_never_lands_on_a_member(ground: Ground) {
     let _ = jobs.delete("system", &Default::default()).await;
 }
 
+/// A user-written `federation.tfjob.io/placement` annotation was once
+/// obeyed, steering a job around `clusterNames` and onto a cordoned member.
+/// The placement is recorded in the status now; the annotation means
+/// nothing.
+async fn a_user_written_placement_annotation_is_ignored(ground: Ground) {
+    let f = start(ground, "").await;
+    let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
+    let cordon = |on: bool| kube::api::Patch::Merge(json!({"spec": {"unschedulable": on}}));
+    members
+        .patch("member-1", &Default::default(), &cordon(true))
+        .await
+        .expect("cordon member-1");
+    let mut job = gpu_job("steered", &[("worker", 2, 1)], json!({}), "300");
+    job["metadata"]["annotations"] = json!({
+        "federation.tfjob.io/placement": "{\"worker-0\":\"member-1\",\"worker-1\":\"member-1\"}",
+        "federation.tfjob.io/placement-epoch": "0",
+    });
+    f.submit(job).await;
+    let running = f.wait_phase("steered", "Running", WAIT).await;
+    let placed = f.pod_names_on("steered", &CLUSTERS).await;
+    members
+        .patch("member-1", &Default::default(), &cordon(false))
+        .await
+        .expect("uncordon member-1");
+    assert_eq!(
+        placed.keys().collect::<Vec<_>>(),
+        ["member-2"],
+        "placed by the policy, not the annotation: {placed:?}"
+    );
+    assert!(
+        replica_clusters(&running).iter().all(|c| c == "member-2"),
+        "{}",
+        running["status"]
+    );
+}
+
 on_both_grounds!(
+    a_user_written_placement_annotation_is_ignored,
     a_job_in_a_system_namespace_never_lands_on_a_member,
     deleting_an_ended_job_without_a_controller_cleans_every_member,
     the_sweep_runs_periodically,
