@@ -10,6 +10,7 @@ pub mod config;
 pub mod controller;
 pub mod demo;
 pub mod election;
+pub mod isolation;
 pub mod join;
 pub mod lifecycle;
 pub mod placement;

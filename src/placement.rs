@@ -42,6 +42,9 @@ pub struct ClusterState {
     pub name: String,
     /// A member cluster (not home).
     pub member: bool,
+    /// What pods placed here may ask for (members; home's own admission
+    /// governs home).
+    pub pod_policy: crate::api::PodPolicy,
     pub labels: BTreeMap<String, String>,
     pub ready: bool,
     pub unschedulable: bool,
@@ -73,6 +76,8 @@ pub struct Policy {
     /// The job's namespace is a member's system namespace: members may not
     /// run it.
     pub system_namespace: Option<String>,
+    /// What the job's pods ask of a cluster beyond capacity.
+    pub privileges: crate::isolation::Privileges,
     pub strategy: FederationStrategy,
     pub selector: Option<LabelSelector>,
     pub names: Vec<String>,
@@ -84,6 +89,7 @@ impl Default for Policy {
     fn default() -> Self {
         Policy {
             system_namespace: None,
+            privileges: Default::default(),
             strategy: FederationStrategy::Pack,
             selector: None,
             names: Vec::new(),
@@ -100,14 +106,22 @@ impl Policy {
         let system_namespace = SYSTEM_NAMESPACES
             .contains(&namespace.as_str())
             .then_some(namespace);
+        let mut privileges = crate::isolation::Privileges::default();
+        for spec in &job.spec.replica_specs {
+            if let Some(pod) = spec.template.parse().ok().and_then(|t| t.spec) {
+                privileges.add(&pod);
+            }
+        }
         let Some(f) = job.spec.federation() else {
             return Policy {
                 system_namespace,
+                privileges,
                 ..Policy::default()
             };
         };
         Policy {
             system_namespace,
+            privileges,
             strategy: FederationStrategy::parse(&f.strategy).unwrap_or(FederationStrategy::Pack),
             selector: f.cluster_selector.clone(),
             names: f.cluster_names.clone(),
@@ -269,8 +283,14 @@ fn eligible<'a>(
 ) -> Vec<&'a ClusterState> {
     let mut out = Vec::new();
     for c in clusters {
+        let refused = c
+            .member
+            .then(|| policy.privileges.refused_by(&c.pod_policy))
+            .flatten();
         let reason = if c.member && policy.system_namespace.is_some() {
             Some("the job's namespace is a system namespace there")
+        } else if let Some(refused) = &refused {
+            Some(refused.as_str())
         } else if !policy.names.is_empty() && !policy.names.contains(&c.name) {
             Some("not in clusterNames")
         } else if policy

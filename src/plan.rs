@@ -89,6 +89,7 @@ pub async fn cluster_states(
         states.push(ClusterState {
             name: member.name_any(),
             member: true,
+            pod_policy: member.spec.pod_policy.clone(),
             labels: member.labels().clone(),
             ready,
             unschedulable: member.spec.unschedulable,

@@ -992,7 +992,56 @@ async fn a_user_written_placement_annotation_is_ignored(ground: Ground) {
     );
 }
 
+/// A home user's job with privileged containers once ran on a member as
+/// written. A member runs it only if its `podPolicy` allows it; the job
+/// waits meanwhile, saying why per member.
+async fn a_member_runs_only_what_its_pod_policy_allows(ground: Ground) {
+    let f = start(ground, "").await;
+    let mut job = gpu_job("root", &[("worker", 1, 1)], json!({}), "300");
+    job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["securityContext"] =
+        json!({"privileged": true});
+    f.submit(job).await;
+    let waiting = f
+        .wait_job("root", "waiting, saying why", WAIT, |j| {
+            condition(j, "Initialized").is_some_and(|c| c["reason"] == "WaitingForCapacity")
+        })
+        .await;
+    let message = condition(&waiting, "Initialized")
+        .cloned()
+        .unwrap_or_default();
+    let message = message["message"].as_str().unwrap_or_default().to_string();
+    for member in ["member-1", "member-2"] {
+        let why = format!(
+            "{member}: privileged containers are not allowed (spec.podPolicy.allowPrivileged)"
+        );
+        assert!(message.contains(&why), "{message}");
+    }
+    assert!(
+        f.pods_on("root", &CLUSTERS).await.is_empty(),
+        "no pod anywhere"
+    );
+    let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
+    let allow =
+        |on: bool| kube::api::Patch::Merge(json!({"spec": {"podPolicy": {"allowPrivileged": on}}}));
+    members
+        .patch("member-2", &Default::default(), &allow(true))
+        .await
+        .expect("member-2 allows privileged pods");
+    f.wait_phase("root", "Running", WAIT).await;
+    let placed = f.pod_names_on("root", &CLUSTERS).await;
+    members
+        .patch("member-2", &Default::default(), &allow(false))
+        .await
+        .expect("back to the default");
+    assert_eq!(
+        placed.keys().collect::<Vec<_>>(),
+        ["member-2"],
+        "{placed:?}"
+    );
+}
+
 on_both_grounds!(
+    a_member_runs_only_what_its_pod_policy_allows,
     a_user_written_placement_annotation_is_ignored,
     a_job_in_a_system_namespace_never_lands_on_a_member,
     deleting_an_ended_job_without_a_controller_cleans_every_member,

@@ -481,6 +481,7 @@ impl MemberSupervisor {
             states.push(ClusterState {
                 name: name.clone(),
                 member: true,
+                pod_policy: spec.spec.pod_policy.clone(),
                 labels: spec.labels().clone(),
                 ready: member.is_some_and(Member::placeable),
                 unschedulable: spec.spec.unschedulable,

@@ -46,6 +46,36 @@ pub struct MemberClusterSpec {
     /// Create a multicluster.x-k8s.io ServiceExport for every replica service.
     #[serde(default)]
     pub export_services: bool,
+    /// What replicas placed here may ask of the cluster beyond capacity;
+    /// everything is off by default.
+    #[serde(default)]
+    pub pod_policy: PodPolicy,
+}
+
+/// What pods the controller places on a member may ask of it. A job that
+/// asks for more is not placed there (the reason names the field).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodPolicy {
+    /// Privileged containers.
+    #[serde(default)]
+    pub allow_privileged: bool,
+    /// `hostNetwork`, `hostPID`, `hostIPC`.
+    #[serde(default)]
+    pub allow_host_namespaces: bool,
+    /// `hostPath` volumes.
+    #[serde(default)]
+    pub allow_host_path: bool,
+    /// Service accounts other than `default` that pods may name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_service_accounts: Vec<String>,
+    /// `system-…` priority classes that pods may name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_priority_classes: Vec<String>,
+    /// A toleration without a key (`operator: Exists`), which tolerates
+    /// every taint.
+    #[serde(default)]
+    pub allow_tolerating_every_taint: bool,
 }
 
 fn default_address_template() -> String {
