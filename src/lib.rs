@@ -10,6 +10,8 @@ pub mod config;
 pub mod controller;
 pub mod demo;
 pub mod election;
+#[cfg(test)]
+pub mod fuzz;
 pub mod isolation;
 pub mod join;
 pub mod lifecycle;

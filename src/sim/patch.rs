@@ -1312,4 +1312,19 @@ mod tests {
         let err = smp_err(pod(), json!(["not", "an", "object"]));
         assert!(err.is_bad_request());
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+
+        /// Any patch of any kind on any document: applied or refused, no panic.
+        #[test]
+        fn any_patch_applies_or_is_refused(
+            target in crate::fuzz::json(4),
+            patch in crate::fuzz::json(4),
+        ) {
+            let _ = merge_patch(&mut target.clone(), &patch);
+            let _ = json_patch(&mut target.clone(), &patch);
+            let _ = strategic_merge_patch(&mut target.clone(), &patch);
+        }
+    }
 }

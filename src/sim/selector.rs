@@ -779,4 +779,14 @@ mod tests {
         );
         assert_eq!(err.to_string(), "field label not supported: status.phase");
     }
+
+    proptest::proptest! {
+        /// Any text as a label selector: parsed or refused, no panic.
+        #[test]
+        fn any_selector_parses_or_is_refused(text in "[a-z0-9=!,()<> .:/-]{0,40}|.{0,20}") {
+            if let Ok(selector) = LabelSelector::parse(&text) {
+                let _ = selector.matches(&BTreeMap::from([("a".to_string(), "1".to_string())]));
+            }
+        }
+    }
 }

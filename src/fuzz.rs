@@ -1,0 +1,234 @@
+//! Property tests of what parses untrusted input (issue 12): arbitrary
+//! jobs through reading, validation and the builders, arbitrary quantities,
+//! and arbitrary event sequences through the job's state machine. None may
+//! panic, hang or allocate beyond bounds. Strategies shared with the
+//! simulator's own property tests (patches, selectors) live here too.
+//! proptest keeps every failing case it finds in `proptest-regressions/`
+//! (committed), and replays them first on every run.
+
+use proptest::prelude::*;
+use serde_json::{Map, Value};
+
+/// Any JSON value, at most `depth` deep and a few entries wide.
+pub fn json(depth: u32) -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+        "[a-z0-9./:$-]{0,12}".prop_map(Value::String),
+        prop::sample::select(vec![
+            "worker",
+            "chief",
+            "ps",
+            "evaluator",
+            "tensorflow",
+            "OnFailure",
+            "Never",
+            "Always",
+            "ExitCode",
+            "All",
+            "none",
+            "Pack",
+            "Spread",
+            "Weighted",
+            "1",
+            "-1",
+            "2147483647",
+            "1e308",
+            "inf",
+            "",
+        ])
+        .prop_map(|s| Value::String(s.to_string())),
+    ];
+    leaf.prop_recursive(depth, 64, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+            prop::collection::btree_map(key(), inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
+        ]
+    })
+}
+
+/// Keys a job's JSON uses, and some it does not.
+fn key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "replicaSpecs",
+            "type",
+            "replicas",
+            "restartPolicy",
+            "template",
+            "spec",
+            "containers",
+            "name",
+            "image",
+            "ports",
+            "containerPort",
+            "resources",
+            "limits",
+            "requests",
+            "nvidia.com/gpu",
+            "cpu",
+            "runPolicy",
+            "backoffLimit",
+            "activeDeadlineSeconds",
+            "cleanUpPolicy",
+            "runMode",
+            "debug",
+            "pause",
+            "enabled",
+            "resumeSpecs",
+            "command",
+            "args",
+            "scheduler",
+            "federation",
+            "strategy",
+            "weights",
+            "clusterNames",
+            "t9kScheduler",
+            "queue",
+            "priority",
+            "tensorboardSpec",
+            "metadata",
+            "annotations",
+            "securityContext",
+            "privileged",
+            "volumes",
+            "hostPath",
+        ])
+        .prop_map(str::to_string),
+        "[a-zA-Z]{1,8}",
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ReplicaKey, TensorFlowTrainingJob};
+    use crate::builders::{self, PodMode, PodParams, Topology};
+    use crate::lifecycle::machine::{Event, JobState, Replicas, Spec};
+
+    /// A job object with `spec` as its spec, read as the controller reads it.
+    fn read(spec: Value) -> Option<TensorFlowTrainingJob> {
+        let object = serde_json::json!({
+            "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob",
+            "metadata": {"name": "fuzz", "namespace": "ns", "uid": "u"},
+            "spec": spec,
+        });
+        serde_path_to_error::deserialize::<_, TensorFlowTrainingJob>(object).ok()
+    }
+
+    /// A spec that reads: replicaSpecs of arbitrary parts.
+    fn spec() -> impl Strategy<Value = Value> {
+        // Mostly valid parts, so the builders see valid jobs too.
+        let replica = (
+            prop::sample::select(vec!["worker", "worker", "worker", "ps", "evaluator", "chief", "other"]),
+            prop_oneof![8 => 1i64..4, 1 => Just(-1i64), 1 => Just(5000), 1 => Just(2147483647)],
+            json(4),
+            prop::sample::select(vec!["Never", "OnFailure", "Always", "ExitCode", "Never", "bogus"]),
+        )
+            .prop_map(|(t, n, template, policy)| {
+                serde_json::json!({"type": t, "replicas": n, "restartPolicy": policy,
+                    "template": {"spec": {"containers": [{"name": "tensorflow", "image": "i"}]}, "x": template}})
+            });
+        let run_policy = prop_oneof![
+            Just(serde_json::json!({})),
+            (-2i64..5).prop_map(|n| serde_json::json!({"backoffLimit": n, "cleanUpPolicy": "all"})),
+            json(3),
+        ];
+        let run_mode = prop_oneof![
+            Just(serde_json::json!({})),
+            Just(serde_json::json!({"debug": {"enabled": true}})),
+            Just(
+                serde_json::json!({"pause": {"enable": true, "resumeSpecs": [{"type": "worker", "args": ["--x"]}]}})
+            ),
+            json(3),
+        ];
+        (prop::collection::vec(replica, 1..3), run_policy, run_mode).prop_map(|(replicas, run_policy, run_mode)| {
+            serde_json::json!({"replicaSpecs": replicas, "runPolicy": run_policy, "runMode": run_mode})
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+        /// Any JSON as a spec: reading fails or yields a job; validation and,
+        /// for a valid job, every builder finish without panic.
+        #[test]
+        fn any_job_is_read_validated_and_built_without_panic(spec in prop_oneof![1 => json(5), 3 => spec()]) {
+            if let Some(job) = read(spec) {
+                let valid = crate::validation::validate(&job).is_ok();
+                let keys = job.spec.replica_keys();
+                prop_assert!(keys.len() <= 4 * crate::api::MAX_REPLICAS as usize);
+                let _ = crate::placement::demands(&job);
+                let _ = crate::placement::Policy::of_job(&job);
+                if valid {
+                    let topology = Topology::new("home");
+                    for key in keys.iter().take(8) {
+                        let params = PodParams { topology: &topology, epoch: 1, mode: PodMode::Debug, owner: None };
+                        let _ = builders::build_pod(&job, *key, &params);
+                        let _ = builders::build_service(&job, *key, 1, None);
+                    }
+                    let _ = builders::build_pod_group(&job, 1, None);
+                    let _ = builders::build_tensorboard(&job);
+                }
+            }
+        }
+
+        /// Any text as a quantity.
+        #[test]
+        fn any_quantity_parses_or_is_refused(text in ".{0,40}") {
+            let _ = crate::quantity::parse_milli(&text);
+        }
+
+        /// Any sequence of events against a job: no panic, and an ended job
+        /// stays ended.
+        #[test]
+        fn any_event_sequence_keeps_ended_jobs_ended(steps in prop::collection::vec(0usize..14, 1..40)) {
+            let job = read(serde_json::json!({"replicaSpecs": [{"type": "worker", "replicas": 2,
+                "restartPolicy": "OnFailure", "template": {"spec": {"containers": [{"name": "tensorflow", "image": "i"}]}}}],
+                "runPolicy": {"backoffLimit": 2, "activeDeadlineSeconds": 30}})).expect("a job");
+            let spec = |f: &dyn Fn(&mut Spec)| {
+                let mut s = Spec::of(&job, Some(Replicas::of(&job)), None, true);
+                f(&mut s);
+                Event::SpecChanged(s)
+            };
+            let worker = |i| ReplicaKey::new(crate::api::ReplicaType::Worker, i);
+            let view = |i, phase| crate::status::ReplicaView {
+                key: worker(i), pod_name: format!("fuzz-worker-{i}"), uid: Some(format!("u{i}-{phase:?}")),
+                phase, containers: Vec::new(), cluster: Some("home".into()), exit_code: Some(1),
+            };
+            let mut state = JobState::new(None, "fuzz");
+            let mut ended = None;
+            let t0 = jiff::Timestamp::from_second(1_800_000_000).expect("a time");
+            for (n, step) in steps.into_iter().enumerate() {
+                let epoch = state.epoch();
+                let event = match step {
+                    0 => spec(&|_| {}),
+                    1 => spec(&|s| s.pause = true),
+                    2 => spec(&|s| s.debug = true),
+                    3 => spec(&|s| s.deleting = true),
+                    4 => Event::Admitted,
+                    5 => Event::Placed([(worker(0), "home".to_string()), (worker(1), "member-1".to_string())].into()),
+                    6 => Event::Prepared,
+                    7 => Event::Persisted(state.persist_requested()),
+                    8 => Event::Replica { view: view(0, crate::api::ReplicaPhase::Running), epoch, blocked: None },
+                    9 => Event::Replica { view: view(1, crate::api::ReplicaPhase::Failed), epoch, blocked: None },
+                    10 => Event::Replica { view: view(0, crate::api::ReplicaPhase::Succeeded), epoch, blocked: None },
+                    11 => Event::TornDown(worker(n as i32 % 2)),
+                    12 => Event::ClustersLost(["member-1".to_string()].into()),
+                    _ => Event::DeadlineReached { at: t0 },
+                };
+                state.step(event, t0);
+                let phase = state.phase();
+                if let Some(ended) = ended {
+                    prop_assert_eq!(phase, Some(ended), "an ended job changed phase");
+                } else if phase.is_some_and(crate::api::JobPhase::is_terminal) {
+                    ended = phase;
+                }
+            }
+        }
+    }
+}
