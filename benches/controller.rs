@@ -264,6 +264,7 @@ async fn drive(
         kube_config(home_kubeconfig).await,
         ControllerConfig::default(),
     )
+    .await
     .expect("the controller starts");
     let readiness = running.readiness();
     wait_until("the controller syncs", || {

@@ -10,11 +10,16 @@ use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::events::{Recorder, Reporter};
 
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+
 use crate::actors::Shared;
+use crate::actors::call::{self, Backoff, Kind, Outcome};
 use crate::actors::cluster::ClusterActor;
 use crate::actors::manager::JobManager;
 use crate::actors::members::MemberSupervisor;
 use crate::config::ControllerConfig;
+use crate::signing::{self, Signer};
 use crate::telemetry::{self, Metrics, Readiness, Synced};
 
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +35,59 @@ pub enum StartError {
     Client(#[from] kube::Error),
     #[error("setting up the metrics: {0}")]
     Metrics(#[from] prometheus::Error),
+    #[error(
+        "the signing key (Secret {namespace}/{name} on home): {0}; the namespace must exist \
+         (deploy/controller.yaml makes it)",
+        namespace = crate::clusters::SECRETS_NAMESPACE,
+        name = signing::KEY_SECRET
+    )]
+    SigningKey(String),
+}
+
+/// The key the controller signs its pods and services with: read from its
+/// Secret on home, or made and stored there by the first controller.
+pub async fn load_signer(home: &Client, backoff: Backoff) -> Result<Signer, StartError> {
+    let secrets: Api<Secret> = Api::namespaced(home.clone(), crate::clusters::SECRETS_NAMESPACE);
+    let failed = |e: kube::Error| StartError::SigningKey(e.to_string());
+    let read = |secret: Secret| -> Option<Signer> {
+        let key = secret.data.as_ref()?.get(signing::KEY_FIELD)?.0.clone();
+        let since = secret.metadata.creation_timestamp.map(|t| t.0);
+        (key.len() >= 32).then(|| Signer::new(&key, since))
+    };
+    loop {
+        let what = format!("reading Secret {}", signing::KEY_SECRET);
+        if let Outcome::Done(secret) = call::call(Kind::Write, backoff, &what, || {
+            secrets.get(signing::KEY_SECRET)
+        })
+        .await
+        .map_err(failed)?
+        {
+            return read(secret).ok_or_else(|| {
+                StartError::SigningKey(format!("key {} is missing or short", signing::KEY_FIELD))
+            });
+        }
+        let key = signing::new_key()
+            .map_err(|_| StartError::SigningKey("no random key material".into()))?;
+        let secret: Secret = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": signing::KEY_SECRET, "labels": {crate::builders::MANAGED_BY_LABEL: crate::builders::MANAGER}},
+            "data": {signing::KEY_FIELD: base64::Engine::encode(&base64::engine::general_purpose::STANDARD, key)},
+        }))
+        .map_err(|e| StartError::SigningKey(e.to_string()))?;
+        let post = PostParams::default();
+        let what = format!("creating Secret {}", signing::KEY_SECRET);
+        // Another controller made it meanwhile (409): read theirs.
+        if let Outcome::Done(created) = call::call(Kind::Create, backoff, &what, || {
+            secrets.create(&post, &secret)
+        })
+        .await
+        .map_err(failed)?
+        {
+            return read(created).ok_or_else(|| {
+                StartError::SigningKey("the created key does not read back".into())
+            });
+        }
+    }
 }
 
 /// A client for the cluster a kubeconfig (or the environment) points at.
@@ -89,21 +147,22 @@ impl Controller {
 /// Starts the controller's actors on the current actix System, with a
 /// client for the home cluster (`home`) whose requests are counted; for a
 /// controller without leader election (it leads at once).
-pub fn start(home: kube::Config, config: ControllerConfig) -> Result<Controller, StartError> {
+pub async fn start(home: kube::Config, config: ControllerConfig) -> Result<Controller, StartError> {
     let readiness = Readiness::default();
     readiness.mark(Synced::Leading);
-    start_with(home, config, Arc::new(Metrics::new()?), readiness)
+    start_with(home, config, Arc::new(Metrics::new()?), readiness).await
 }
 
 /// As [`start`], with metrics and readiness made earlier (to serve them
 /// while waiting for leadership).
-pub fn start_with(
+pub async fn start_with(
     home: kube::Config,
     config: ControllerConfig,
     metrics: Arc<Metrics>,
     readiness: Readiness,
 ) -> Result<Controller, StartError> {
     let home = telemetry::instrumented_client(home, &config.home_cluster_name, metrics.clone())?;
+    let signer = Arc::new(load_signer(&home, Backoff::from(config.retry_interval())).await?);
     let reporter = Reporter {
         controller: config.event_reporter.clone(),
         instance: std::env::var("HOSTNAME").ok(),
@@ -127,6 +186,7 @@ pub fn start_with(
         metrics,
         readiness,
         lost_clusters: tokio::sync::watch::Sender::new(Default::default()),
+        signer,
     });
     let members = MemberSupervisor::new(shared.clone()).start();
     let manager = JobManager::new(shared.clone(), members.clone()).start();

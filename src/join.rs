@@ -2,12 +2,12 @@
 //! kubeconfig goes into a Secret, and a MemberCluster points at it. Both are
 //! server-side applied, so joining again updates them.
 
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, CustomResourceExt};
 use serde_json::json;
 
-use crate::api::{DEFAULT_KUBECONFIG_KEY, MemberCluster, TensorFlowTrainingJob};
+use crate::api::{DEFAULT_KUBECONFIG_KEY, MemberCluster};
 
 /// The namespace on home that holds member kubeconfig Secrets.
 pub use crate::clusters::SECRETS_NAMESPACE;
@@ -42,16 +42,22 @@ fn api_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> JoinError {
 /// Installs (or updates) the CRDs this controller owns.
 pub async fn install_crds(home: &Client) -> Result<(), JoinError> {
     let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(home.clone());
-    for crd in [TensorFlowTrainingJob::crd(), MemberCluster::crd()] {
+    let params = PatchParams::apply(MANAGER).force();
+    for crd in crate::api::crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
-        crds.patch(
-            &name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .map_err(api_error(format!("installing CRD {name}")))?;
+        crds.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .map_err(api_error(format!("installing CRD {name}")))?;
     }
+    // The controller's namespace: member kubeconfig Secrets, its signing
+    // key, the leader Lease.
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(home.clone());
+    let namespace =
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SECRETS_NAMESPACE}});
+    namespaces
+        .patch(SECRETS_NAMESPACE, &params, &Patch::Apply(&namespace))
+        .await
+        .map_err(api_error(format!("creating namespace {SECRETS_NAMESPACE}")))?;
     Ok(())
 }
 
@@ -70,13 +76,6 @@ pub async fn join(
     }
     install_crds(home).await?;
     let params = PatchParams::apply(MANAGER).force();
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(home.clone());
-    let namespace =
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SECRETS_NAMESPACE}});
-    namespaces
-        .patch(SECRETS_NAMESPACE, &params, &Patch::Apply(&namespace))
-        .await
-        .map_err(api_error(format!("creating namespace {SECRETS_NAMESPACE}")))?;
     let secrets: Api<k8s_openapi::api::core::v1::Secret> =
         Api::namespaced(home.clone(), SECRETS_NAMESPACE);
     let secret = json!({

@@ -18,6 +18,7 @@ pub mod lifecycle;
 pub mod placement;
 pub mod plan;
 pub mod quantity;
+pub mod signing;
 pub mod sim;
 pub mod status;
 pub mod sweep;

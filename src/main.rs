@@ -247,7 +247,7 @@ fn main() -> anyhow::Result<()> {
                     }
                 }
                 readiness.mark(Synced::Leading);
-                let _running = controller::start_with(home, config, metrics, readiness)?;
+                let _running = controller::start_with(home, config, metrics, readiness).await?;
                 tracing::info!("controller started");
                 if let Some(leadership) = leadership.as_mut() {
                     tokio::select! {

@@ -360,7 +360,91 @@ async fn a_pod_deleted_by_hand_is_an_exit(ground: Ground) {
     assert_eq!(backoff_count(&failed), 0);
 }
 
+/// A user's own pod carrying a job's labels (its uid, the replica, the
+/// epoch) under the replica's name was once adopted: the job "succeeded" on
+/// the user's image and the user's pod was deleted at clean-up. Only what
+/// the controller signed is its own: the pod is a conflict, reported, never
+/// adopted nor deleted.
+async fn a_users_pod_with_our_labels_is_not_adopted(ground: Ground) {
+    let env = Env::start_on(ground, "forged-labels").await;
+    let spec = json!({"runMode": {"pause": {"enabled": true}},
+        "replicaSpecs": [replica("worker", 1, &[("pending-seconds", "0.1"), ("run-seconds", "600")])]});
+    let uid = env
+        .submit(&job("target", spec))
+        .await
+        .metadata
+        .uid
+        .expect("a uid");
+    env.wait_phase("target", JobPhase::Paused).await;
+    let forged: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "target-worker-0", "labels": {
+            "app.kubernetes.io/managed-by": "tfjob-federator",
+            "federation.tfjob.io/job-name": "target",
+            "federation.tfjob.io/job-uid": uid,
+            "federation.tfjob.io/replica-type": "worker",
+            "federation.tfjob.io/replica-index": "0",
+            "federation.tfjob.io/placement-epoch": "0"},
+            "annotations": {"sim.federation.tfjob.io/run-seconds": "0.5"}},
+        "spec": {"containers": [{"name": "tensorflow", "image": "users-own-image"}]},
+    }))
+    .expect("a pod");
+    let forged = env
+        .pods()
+        .create(&PostParams::default(), &forged)
+        .await
+        .expect("the user's pod");
+    let merge = Patch::Merge(json!({"spec": {"runMode": {"pause": {"enabled": false}}}}));
+    raw_jobs(&env)
+        .patch("target", &PatchParams::default(), &merge)
+        .await
+        .expect("resume");
+    let refused = wait_for("the conflict to be reported", WAIT, async || {
+        let job = env.job("target").await;
+        let (status, reason, message) = condition(&job, "Initialized")?;
+        (reason == "ObjectNameTaken").then_some((status, message))
+    })
+    .await;
+    assert_eq!(refused.0, "False", "{}", refused.1);
+    assert!(refused.1.contains("target-worker-0"), "{}", refused.1);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let job = env.job("target").await;
+    assert!(
+        !phase_of(&job).is_some_and(JobPhase::is_terminal),
+        "the job did not end on the user's pod: {:?}",
+        phase_of(&job)
+    );
+    let still = env
+        .pods()
+        .get("target-worker-0")
+        .await
+        .expect("the user's pod is still there");
+    assert_eq!(still.metadata.uid, forged.metadata.uid, "never deleted");
+    env.pods()
+        .delete("target-worker-0", &DeleteParams::default())
+        .await
+        .expect("the user removes it");
+    env.wait_job("target", "Running on its own pod", |j| {
+        phase_of(j) == Some(JobPhase::Running)
+    })
+    .await;
+    let own = env
+        .pods()
+        .get("target-worker-0")
+        .await
+        .expect("the replica's pod");
+    assert_ne!(own.metadata.uid, forged.metadata.uid);
+    assert!(
+        own.metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("federation.tfjob.io/signature"),
+        "signed"
+    );
+}
+
 on_both_grounds!(
+    a_users_pod_with_our_labels_is_not_adopted,
     a_pod_deleted_by_hand_is_an_exit,
     member_kubeconfigs_cannot_run_commands_read_files_or_leak,
     poison_replica_counts_never_stop_the_controller,

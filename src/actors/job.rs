@@ -22,7 +22,7 @@ use super::Shared;
 use super::call::{self, Backoff, Kind, Outcome};
 use super::members::{MemberSupervisor, Place, Placed, PlacementDecided, Release, Resolve, Target};
 use super::replica::{
-    Abandon, Finish, ReplicaActor, ReplicaReport, ReplicaSetup, Restart, Teardown, TornDown,
+    Abandon, Finish, ReplicaActor, ReplicaReport, ReplicaSetup, Restart, Teardown, TornDown, Trust,
 };
 use crate::api::{ReplicaKey, ReplicaSpec, TensorFlowTrainingJob, TensorFlowTrainingJobStatus};
 use crate::builders::{self, PodParams, Topology};
@@ -635,6 +635,11 @@ impl JobActor {
                 tracing::warn!(job = %self.name(), %cluster, "no connection to the placement's cluster");
                 continue;
             };
+            let trust = Trust {
+                signer: self.shared.signer.clone(),
+                job_uid: self.job.uid().unwrap_or_default(),
+                replica: *key,
+            };
             let desired = match intent {
                 Intent::Run(mode) => {
                     // Owner references cannot cross clusters: members' objects
@@ -650,7 +655,11 @@ impl JobActor {
                         Ok((pod, builders::build_service(&job, *key, epoch, owner)?))
                     });
                     match built {
-                        Ok(objects) => Some(objects),
+                        Ok((mut pod, mut service)) => {
+                            trust.sign(&mut pod.metadata, epoch, "Pod");
+                            trust.sign(&mut service.metadata, epoch, "Service");
+                            Some((pod, service))
+                        }
                         Err(e) => {
                             ctx.notify(Fed(Event::BuildFailed(format!("replica {key}: {e}"))));
                             return;
@@ -671,6 +680,7 @@ impl JobActor {
                 job: ctx.address().recipient(),
                 torn_down: ctx.address().recipient(),
                 backoff: self.backoff(),
+                trust,
             });
             self.replicas.insert(
                 *key,

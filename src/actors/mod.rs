@@ -33,6 +33,8 @@ pub struct Shared {
     /// The member clusters lost now (no good probe for `clusterLostTimeoutMs`);
     /// jobs with replicas there watch it to fail over.
     pub lost_clusters: tokio::sync::watch::Sender<BTreeSet<String>>,
+    /// Signs the pods and services this controller makes (see `signing`).
+    pub signer: Arc<crate::signing::Signer>,
 }
 
 /// Sends without waiting (and without a mailbox limit, as `do_send`); a

@@ -24,11 +24,13 @@ use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use super::call::{self, Backoff, Kind, Outcome};
 use super::cluster::{ClusterHandle, PodChanged, PodKey};
 use crate::api::{CleanUpPolicy, ReplicaKey, ReplicaPhase};
-use crate::builders::{MANAGED_BY_LABEL, MANAGER};
+use crate::builders::{MANAGED_BY_LABEL, MANAGER, PLACEMENT_EPOCH_LABEL};
 use crate::lifecycle::{self, machine::Intent};
+use crate::signing::{self, SIGNATURE_ANNOTATION, Signer};
 use crate::status::ReplicaView;
 use crate::telemetry::ActorKind;
 use crate::telemetry::metrics::ReplicaCensus;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// A replica's current state, for its job, from the replica of `epoch`.
 #[derive(Message, Clone, Debug)]
@@ -88,6 +90,7 @@ pub struct ReplicaSetup {
     pub job: Recipient<ReplicaReport>,
     pub torn_down: Recipient<TornDown>,
     pub backoff: Backoff,
+    pub trust: Trust,
 }
 
 pub struct ReplicaActor {
@@ -268,6 +271,7 @@ impl ReplicaActor {
         let api = self.services();
         let (backoff, what) = (self.setup.backoff, self.what("creating service"));
         let name = self.pod_key.1.clone();
+        let trust = self.setup.trust.clone();
         ctx.spawn(
             async move {
                 let post = PostParams::default();
@@ -282,8 +286,8 @@ impl ReplicaActor {
                 }
             }
             .into_actor(self)
-            .map(|result: kube::Result<Option<Service>>, act, ctx| match result {
-                Ok(Some(service)) if is_ours(&service) => {
+            .map(move |result: kube::Result<Option<Service>>, act, ctx| match result {
+                Ok(Some(service)) if trust.owns(&service, "Service") => {
                     act.unblocked(false);
                     act.export_service(ctx, &service)
                 }
@@ -343,6 +347,7 @@ impl ReplicaActor {
         let api = self.pods();
         let (backoff, what) = (self.setup.backoff, self.what("creating pod"));
         let name = self.pod_key.1.clone();
+        let trust = self.setup.trust.clone();
         ctx.spawn(
             async move {
                 let post = PostParams::default();
@@ -355,10 +360,10 @@ impl ReplicaActor {
                 }
             }
             .into_actor(self)
-            .map(|result: kube::Result<Option<(Pod, bool)>>, act, ctx| {
+            .map(move |result: kube::Result<Option<(Pod, bool)>>, act, ctx| {
                 act.creating = false;
                 match result {
-                    Ok(Some((pod, created))) if created || is_ours(&pod) => {
+                    Ok(Some((pod, created))) if created || trust.owns(&pod, "Pod") => {
                         act.unblocked(true);
                         // The informer reports it too; taking it now avoids a second create.
                         if act.current.is_none() {
@@ -394,13 +399,14 @@ impl ReplicaActor {
         let api = self.pods();
         let name = self.pod_key.1.clone();
         let (backoff, what) = (self.setup.backoff, self.what("deleting pod"));
+        let trust = self.setup.trust.clone();
         ctx.spawn(
             async move {
                 let uid = match uid {
                     Some(uid) => uid,
                     None => {
                         match call::call(Kind::Write, backoff, &what, || api.get(&name)).await {
-                            Ok(Outcome::Done(pod)) if is_ours(&pod) => {
+                            Ok(Outcome::Done(pod)) if trust.owns(&pod, "Pod") => {
                                 pod.metadata.uid.unwrap_or_default()
                             }
                             Ok(_) => return,
@@ -432,11 +438,12 @@ impl ReplicaActor {
         let api = self.services();
         let name = self.pod_key.1.clone();
         let (backoff, what) = (self.setup.backoff, self.what("deleting service"));
+        let trust = self.setup.trust.clone();
         ctx.spawn(
             async move {
                 // Never a service that is not ours.
                 match call::call(Kind::Write, backoff, &what, || api.get(&name)).await {
-                    Ok(Outcome::Done(service)) if !is_ours(&service) => return,
+                    Ok(Outcome::Done(service)) if !trust.owns(&service, "Service") => return,
                     _ => {}
                 }
                 let params = DeleteParams::background();
@@ -458,6 +465,14 @@ impl ReplicaActor {
     /// epoch's) one to delete before its own can be created.
     fn observe(&mut self, ctx: &mut Context<Self>, pod: Option<Arc<Pod>>) {
         match pod {
+            // Labelled like ours but not made by us: never adopted nor deleted.
+            Some(pod) if !self.setup.trust.owns(pod.as_ref(), "Pod") => {
+                self.set_current(None);
+                self.obstacle = None;
+                if self.wants_pod && !self.creating && self.pod_blocked.is_none() {
+                    self.blocked_by(ctx, true);
+                }
+            }
             Some(pod) if epoch_of(&pod) != Some(self.setup.epoch) => {
                 self.set_current(None);
                 let uid = pod.metadata.uid.clone();
@@ -533,9 +548,44 @@ impl ReplicaActor {
     }
 }
 
-/// Whether this controller made the object.
-fn is_ours(object: &impl ResourceExt) -> bool {
-    object.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGER)
+/// Which objects under a replica's name are its own: made by this
+/// controller for this replica (labels, and a signature that verifies — see
+/// `signing`), so a user's pod that copies the labels is never adopted.
+#[derive(Clone)]
+pub struct Trust {
+    pub signer: Arc<Signer>,
+    pub job_uid: String,
+    pub replica: ReplicaKey,
+}
+
+impl Trust {
+    pub fn owns(&self, object: &impl ResourceExt, kind: &str) -> bool {
+        let labels = object.labels();
+        if labels.get(MANAGED_BY_LABEL).map(String::as_str) != Some(MANAGER) {
+            return false;
+        }
+        let epoch = labels.get(PLACEMENT_EPOCH_LABEL).map_or("", String::as_str);
+        let subject = signing::subject(&self.job_uid, &self.replica.to_string(), epoch, kind);
+        let signature = object
+            .annotations()
+            .get(SIGNATURE_ANNOTATION)
+            .map(String::as_str);
+        let created = object.meta().creation_timestamp.as_ref().map(|t| t.0);
+        self.signer.trusts(&subject, signature, created)
+    }
+
+    /// Signs an object this controller is about to create.
+    pub fn sign(&self, meta: &mut ObjectMeta, epoch: u64, kind: &str) {
+        let subject = signing::subject(
+            &self.job_uid,
+            &self.replica.to_string(),
+            &epoch.to_string(),
+            kind,
+        );
+        meta.annotations
+            .get_or_insert_with(Default::default)
+            .insert(SIGNATURE_ANNOTATION.to_string(), self.signer.sign(&subject));
+    }
 }
 
 impl Actor for ReplicaActor {

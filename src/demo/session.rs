@@ -250,7 +250,8 @@ async fn follow_jobs(
     let running = controller::start(
         controller::kube_config(home_path, None).await?,
         ControllerConfig::default(),
-    )?;
+    )
+    .await?;
     let addr = plan.options.metrics_addr;
     let metrics = telemetry::serve(addr, running.metrics(), running.readiness())
         .map_err(|source| DemoError::Metrics { addr, source })?;

@@ -392,6 +392,12 @@ pub async fn install_crds(client: &Client) {
         .await
         .unwrap_or_else(|e| panic!("install CRD {name}: {e}"));
     }
+    // The controller's namespace (its signing key, member Secrets, Lease).
+    apply(
+        client,
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tfjob-federator"}}),
+    )
+    .await;
 }
 
 /// A name for `test` that no other run uses: lower case, at most 57

@@ -1,0 +1,104 @@
+//! Which pods and services this controller made. Labels can be written by
+//! anyone who may create pods: a user's own pod carrying a job's labels was
+//! once adopted as a replica (the job "succeeded" on the user's image, and
+//! the user's pod was deleted at clean-up). Every pod and service the
+//! controller creates carries a signature — an HMAC, keyed by a secret
+//! only the controller reads, of the job's uid, the replica, the placement
+//! epoch and the kind — and only objects whose signature verifies are
+//! adopted. The key lives in the Secret `tfjob-federator-signing-key` of
+//! the controller's namespace on home, created by the first controller that
+//! needs it. Objects made before that Secret existed carry no signature and
+//! are trusted by their labels, so an upgrade keeps running jobs.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jiff::Timestamp;
+use ring::hmac;
+
+/// The annotation that carries an object's signature.
+pub const SIGNATURE_ANNOTATION: &str = "federation.tfjob.io/signature";
+
+/// The Secret (in the controller's namespace) holding the key, and its key.
+pub const KEY_SECRET: &str = "tfjob-federator-signing-key";
+pub const KEY_FIELD: &str = "key";
+
+pub struct Signer {
+    key: hmac::Key,
+    /// When the key was made: older unsigned objects predate signing.
+    since: Option<Timestamp>,
+}
+
+/// What is signed for one object.
+pub fn subject(job_uid: &str, replica: &str, epoch: &str, kind: &str) -> String {
+    format!("{job_uid}/{replica}/{epoch}/{kind}")
+}
+
+impl Signer {
+    pub fn new(key: &[u8], since: Option<Timestamp>) -> Signer {
+        Signer {
+            key: hmac::Key::new(hmac::HMAC_SHA256, key),
+            since,
+        }
+    }
+
+    pub fn sign(&self, subject: &str) -> String {
+        URL_SAFE_NO_PAD.encode(hmac::sign(&self.key, subject.as_bytes()).as_ref())
+    }
+
+    /// Whether an object with this signature (if any), made at `created`,
+    /// is ours for `subject`.
+    pub fn trusts(
+        &self,
+        subject: &str,
+        signature: Option<&str>,
+        created: Option<Timestamp>,
+    ) -> bool {
+        match signature {
+            Some(signature) => URL_SAFE_NO_PAD
+                .decode(signature)
+                .is_ok_and(|tag| hmac::verify(&self.key, subject.as_bytes(), &tag).is_ok()),
+            None => {
+                matches!((created, self.since), (Some(created), Some(since)) if created < since)
+            }
+        }
+    }
+}
+
+/// Fresh random key material.
+pub fn new_key() -> Result<[u8; 32], ring::error::Unspecified> {
+    let mut key = [0u8; 32];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)?;
+    Ok(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_signature_of_this_key_for_this_object_is_trusted() {
+        let since = Timestamp::from_second(1_800_000_000).expect("a time");
+        let signer = Signer::new(b"0123456789abcdef0123456789abcdef", Some(since));
+        let worker = subject("uid-1", "worker-0", "2", "Pod");
+        let signature = signer.sign(&worker);
+        assert!(signer.trusts(&worker, Some(&signature), None));
+        for other in [
+            subject("uid-2", "worker-0", "2", "Pod"),
+            subject("uid-1", "worker-1", "2", "Pod"),
+            subject("uid-1", "worker-0", "3", "Pod"),
+            subject("uid-1", "worker-0", "2", "Service"),
+        ] {
+            assert!(!signer.trusts(&other, Some(&signature), None), "{other}");
+        }
+        let stranger = Signer::new(b"another key, another controller.", Some(since));
+        assert!(!stranger.trusts(&worker, Some(&signature), None));
+        assert!(!signer.trusts(&worker, Some("not base64 !"), None));
+        // Unsigned: trusted only if made before signing began.
+        let before = Timestamp::from_second(1_700_000_000).expect("a time");
+        let after = Timestamp::from_second(1_900_000_000).expect("a time");
+        assert!(signer.trusts(&worker, None, Some(before)));
+        assert!(!signer.trusts(&worker, None, Some(after)));
+        assert!(!signer.trusts(&worker, None, None));
+        assert_eq!(new_key().map(|k| k.len()), Ok(32));
+    }
+}
