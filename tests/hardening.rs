@@ -420,8 +420,9 @@ async fn a_users_pod_with_our_labels_is_not_adopted(ground: Ground) {
         .await
         .expect("the user's pod is still there");
     assert_eq!(still.metadata.uid, forged.metadata.uid, "never deleted");
+    // At once: a graceful deletion's length is the cluster's, not ours.
     env.pods()
-        .delete("target-worker-0", &DeleteParams::default())
+        .delete("target-worker-0", &DeleteParams::default().grace_period(0))
         .await
         .expect("the user removes it");
     env.wait_job("target", "Running on its own pod", |j| {
