@@ -1040,7 +1040,32 @@ async fn a_member_runs_only_what_its_pod_policy_allows(ground: Ground) {
     );
 }
 
+/// A finalizer removed by hand lets the job go at once; what it ran on the
+/// members goes anyway (its actors tear it down; the periodic sweep would
+/// otherwise).
+async fn a_finalizer_removed_by_hand_leaves_nothing_behind(ground: Ground) {
+    let f = start(ground, "").await;
+    f.submit(gpu_job("unguarded", &[("worker", 2, 2)], json!({}), "300"))
+        .await;
+    f.wait_phase("unguarded", "Running", WAIT).await;
+    assert!(!objects_of(&f, "unguarded").await.is_empty());
+    let unguard = kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    f.jobs()
+        .patch("unguarded", &PatchParams::default(), &unguard)
+        .await
+        .expect("remove the finalizer");
+    f.jobs()
+        .delete("unguarded", &Default::default())
+        .await
+        .expect("delete the job");
+    eventually_within("nothing of the job on any cluster", WAIT, async || {
+        objects_of(&f, "unguarded").await.is_empty().then_some(())
+    })
+    .await;
+}
+
 on_both_grounds!(
+    a_finalizer_removed_by_hand_leaves_nothing_behind,
     a_member_runs_only_what_its_pod_policy_allows,
     a_user_written_placement_annotation_is_ignored,
     a_job_in_a_system_namespace_never_lands_on_a_member,
