@@ -1064,7 +1064,125 @@ async fn a_finalizer_removed_by_hand_leaves_nothing_behind(ground: Ground) {
     .await;
 }
 
+/// A member namespace deleted under a running job once left the job
+/// Running forever with its replicas in Creating, and a retry per replica
+/// per second. Now: the pods that went are exits (a counted restart under
+/// OnFailure), the replicas wait visibly (Warning Event and `Initialized`
+/// False, reason `NamespaceMissing`) with backoff, and run again once the
+/// namespace exists again. The controller does not re-create a namespace an
+/// administrator deleted.
+async fn a_member_namespace_deleted_under_a_running_job(ground: Ground) {
+    let f = start(ground, "").await;
+    let namespace = real::test_namespace(&f.clients["home"], "team").await;
+    let jobs: Api<DynamicObject> =
+        Api::namespaced_with(f.clients["home"].clone(), &namespace, &job_resource());
+    let mut job = gpu_job(
+        "homeless",
+        &[("worker", 1, 1)],
+        json!({"runPolicy": {"backoffLimit": 5}}),
+        "300",
+    );
+    job["spec"]["replicaSpecs"][0]["restartPolicy"] = json!("OnFailure");
+    let job: DynamicObject = serde_json::from_value(job).expect("a job");
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .expect("submit");
+    let phase = |job: &DynamicObject| {
+        job.data["status"]["phase"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    eventually_within("the job Running", WAIT, async || {
+        let job = jobs.get("homeless").await.ok()?;
+        (phase(&job) == "Running").then_some(())
+    })
+    .await;
+    let cluster = {
+        let job = jobs.get("homeless").await.expect("the job");
+        job.data["status"]["placement"]["assignment"]["worker-0"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        cluster.starts_with("member-"),
+        "placed on a member: {cluster}"
+    );
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> =
+        Api::all(f.clients[&cluster].clone());
+    namespaces
+        .delete(&namespace, &Default::default())
+        .await
+        .expect("the administrator deletes the namespace");
+    let waiting = eventually_within(
+        "the job to say its namespace is missing",
+        WAIT,
+        async || {
+            let job = jobs.get("homeless").await.ok()?;
+            let initialized = condition(&job.data, "Initialized")?.clone();
+            (initialized["reason"] == "NamespaceMissing").then_some(job)
+        },
+    )
+    .await;
+    let message = condition(&waiting.data, "Initialized")
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        message["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&namespace),
+        "{message}"
+    );
+    assert_eq!(
+        backoff_count(&waiting.data),
+        1,
+        "the pod that went counts as one restart"
+    );
+    // Back: the replica runs again.
+    eventually_within("the namespace gone", WAIT, async || {
+        namespaces
+            .get_opt(&namespace)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let again = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(again).expect("a namespace"),
+        )
+        .await
+        .expect("the namespace is back");
+    eventually_within(
+        "the replica running again",
+        Duration::from_secs(60),
+        async || {
+            let job = jobs.get("homeless").await.ok()?;
+            let initialized = condition(&job.data, "Initialized")?.clone();
+            (phase(&job) == "Running" && initialized["reason"] != "NamespaceMissing").then_some(())
+        },
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(f.clients[&cluster].clone(), &namespace);
+    assert_eq!(
+        pods.list(&ListParams::default())
+            .await
+            .expect("pods")
+            .items
+            .len(),
+        1,
+        "the replica's pod is back"
+    );
+    let _ = jobs.delete("homeless", &Default::default()).await;
+}
+
 on_both_grounds!(
+    a_member_namespace_deleted_under_a_running_job,
     a_finalizer_removed_by_hand_leaves_nothing_behind,
     a_member_runs_only_what_its_pod_policy_allows,
     a_user_written_placement_annotation_is_ignored,

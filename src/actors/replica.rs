@@ -25,7 +25,10 @@ use super::call::{self, Backoff, Kind, Outcome};
 use super::cluster::{ClusterHandle, PodChanged, PodKey};
 use crate::api::{CleanUpPolicy, ReplicaKey, ReplicaPhase};
 use crate::builders::{MANAGED_BY_LABEL, MANAGER, PLACEMENT_EPOCH_LABEL};
-use crate::lifecycle::{self, machine::Intent};
+use crate::lifecycle::{
+    self,
+    machine::{Blocked, Intent, reason},
+};
 use crate::signing::{self, SIGNATURE_ANNOTATION, Signer};
 use crate::status::ReplicaView;
 use crate::telemetry::ActorKind;
@@ -40,7 +43,7 @@ pub struct ReplicaReport {
     pub epoch: u64,
     /// Its pod or service cannot be created: an object it does not own has
     /// the name (this says which).
-    pub blocked: Option<String>,
+    pub blocked: Option<Blocked>,
 }
 
 /// The replica's pod and service are gone (after `Teardown`).
@@ -119,8 +122,8 @@ pub struct ReplicaActor {
     creating: bool,
     tearing_down: bool,
     /// Why the pod or service cannot be created now, and the failed tries.
-    pod_blocked: Option<String>,
-    service_blocked: Option<String>,
+    pod_blocked: Option<Blocked>,
+    service_blocked: Option<Blocked>,
     blocked_tries: u32,
     /// This actor and its replica's cluster and phase, in the metrics.
     census: ReplicaCensus,
@@ -223,17 +226,59 @@ impl ReplicaActor {
             self.cluster().name,
             self.setup.key
         );
+        let blocked = Blocked {
+            reason: reason::OBJECT_NAME_TAKEN,
+            message,
+        };
+        self.blocked(ctx, pod, blocked);
+    }
+
+    /// The API refused to create the pod (or else the service) for good as
+    /// sent: the namespace is gone, a quota or policy forbids it. Say why,
+    /// try again later (the cluster may change).
+    fn refused(&mut self, ctx: &mut Context<Self>, pod: bool, error: &kube::Error) {
+        let kind = if pod { "pod" } else { "service" };
+        let (ns, name, cluster) = (&self.pod_key.0, &self.pod_key.1, &self.cluster().name);
+        let blocked = match error {
+            kube::Error::Api(e) if e.code == 404 || e.message.contains("being terminated") => {
+                Blocked {
+                    reason: reason::NAMESPACE_MISSING,
+                    message: format!(
+                        "namespace {ns} on cluster {cluster} does not exist (or is being deleted); \
+                     replica {} waits for it",
+                        self.setup.key
+                    ),
+                }
+            }
+            kube::Error::Api(e) => Blocked {
+                reason: reason::CREATE_REFUSED,
+                message: format!(
+                    "creating {kind} {ns}/{name} on cluster {cluster} was refused: {}",
+                    e.message
+                ),
+            },
+            other => Blocked {
+                reason: reason::CREATE_REFUSED,
+                message: format!(
+                    "creating {kind} {ns}/{name} on cluster {cluster} failed: {other}"
+                ),
+            },
+        };
+        self.blocked(ctx, pod, blocked);
+    }
+
+    fn blocked(&mut self, ctx: &mut Context<Self>, pod: bool, blocked: Blocked) {
         let current = if pod {
             &self.pod_blocked
         } else {
             &self.service_blocked
         };
-        if current.as_deref() != Some(&message) {
-            tracing::warn!(replica = %self.pod_key.1, cluster = %self.cluster().name, "{message}");
+        if current.as_ref() != Some(&blocked) {
+            tracing::warn!(replica = %self.pod_key.1, cluster = %self.cluster().name, reason = blocked.reason, "{}", blocked.message);
             if pod {
-                self.pod_blocked = Some(message);
+                self.pod_blocked = Some(blocked);
             } else {
-                self.service_blocked = Some(message);
+                self.service_blocked = Some(blocked);
             }
             self.report();
         }
@@ -275,7 +320,9 @@ impl ReplicaActor {
         ctx.spawn(
             async move {
                 let post = PostParams::default();
-                match call::call(Kind::Create, backoff, &what, || api.create(&post, &service)).await? {
+                match call::call(Kind::Create, backoff, &what, || api.create(&post, &service))
+                    .await?
+                {
                     Outcome::Done(created) => Ok(Some(created)),
                     // An existing service (after a restart) is kept as it is, if ours.
                     _ => match call::call(Kind::Write, backoff, &what, || api.get(&name)).await? {
@@ -286,16 +333,18 @@ impl ReplicaActor {
                 }
             }
             .into_actor(self)
-            .map(move |result: kube::Result<Option<Service>>, act, ctx| match result {
-                Ok(Some(service)) if trust.owns(&service, "Service") => {
-                    act.unblocked(false);
-                    act.export_service(ctx, &service)
-                }
-                Ok(Some(_)) => act.blocked_by(ctx, false),
-                // Deleted between our create and our read: create it again.
-                Ok(None) => act.ensure_service(ctx),
-                Err(e) => tracing::warn!(replica = %act.pod_key.1, cluster = %act.cluster().name, error = %e, "creating service refused"),
-            }),
+            .map(
+                move |result: kube::Result<Option<Service>>, act, ctx| match result {
+                    Ok(Some(service)) if trust.owns(&service, "Service") => {
+                        act.unblocked(false);
+                        act.export_service(ctx, &service)
+                    }
+                    Ok(Some(_)) => act.blocked_by(ctx, false),
+                    // Deleted between our create and our read: create it again.
+                    Ok(None) => act.ensure_service(ctx),
+                    Err(e) => act.refused(ctx, false, &e),
+                },
+            ),
         );
     }
 
@@ -378,15 +427,7 @@ impl ReplicaActor {
                     Ok(Some(_)) => act.blocked_by(ctx, true),
                     // Deleted between our create and our read: create it again.
                     Ok(None) => act.ensure_pod(ctx),
-                    Err(e) => {
-                        // Refused for good as sent (e.g. forbidden by the
-                        // cluster's policy): tried again with backoff, since
-                        // the policy may change; the log says why.
-                        tracing::warn!(replica = %act.pod_key.1, cluster = %act.cluster().name, error = %e, "creating pod refused");
-                        act.blocked_tries = act.blocked_tries.saturating_add(1);
-                        let delay = act.setup.backoff.delay(act.blocked_tries);
-                        ctx.run_later(delay, |act, ctx| act.ensure_pod(ctx));
-                    }
+                    Err(e) => act.refused(ctx, true, &e),
                 }
                 act.finish_teardown_if_gone(ctx);
             }),

@@ -44,6 +44,16 @@ pub mod reason {
     pub const WAITING_FOR_CAPACITY: &str = "WaitingForCapacity";
     pub const SPEC_CHANGE_REFUSED: &str = "SpecChangeRefused";
     pub const OBJECT_NAME_TAKEN: &str = "ObjectNameTaken";
+    pub const NAMESPACE_MISSING: &str = "NamespaceMissing";
+    pub const CREATE_REFUSED: &str = "CreateRefused";
+}
+
+/// Why a replica cannot get its pod or service now (it tries again).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blocked {
+    /// One of `reason::OBJECT_NAME_TAKEN`, `NAMESPACE_MISSING`, `CREATE_REFUSED`.
+    pub reason: &'static str,
+    pub message: String,
 }
 
 /// Which replica each cluster runs, by replica.
@@ -177,7 +187,7 @@ pub enum Event {
     Replica {
         view: ReplicaView,
         epoch: u64,
-        blocked: Option<String>,
+        blocked: Option<Blocked>,
     },
     /// A retired replica's pod and service are gone.
     TornDown(ReplicaKey),
@@ -310,8 +320,8 @@ pub struct JobState {
     holding: bool,
     /// The mode the current replicas run in.
     running_mode: Option<PodMode>,
-    /// Replicas blocked by an object that is not ours, with why.
-    blocked: BTreeMap<ReplicaKey, String>,
+    /// Replicas that cannot get their pod or service now, with why.
+    blocked: BTreeMap<ReplicaKey, Blocked>,
     /// Why the job waits for capacity, while it does.
     waiting: Option<String>,
     /// The refused replicaSpecs (JSON) an Event was recorded for.
@@ -888,16 +898,16 @@ impl Step<'_> {
         }
     }
 
-    fn replica_report(&mut self, view: ReplicaView, epoch: u64, blocked: Option<String>) {
+    fn replica_report(&mut self, view: ReplicaView, epoch: u64, blocked: Option<Blocked>) {
         if epoch != self.job.epoch() || !matches!(self.job.stage, Stage::Active | Stage::Finished) {
             // A replica of an earlier placement, being torn down.
             return;
         }
         match blocked {
-            Some(message) if self.job.stage == Stage::Active => {
-                if self.job.blocked.get(&view.key) != Some(&message) {
-                    self.record(true, reason::OBJECT_NAME_TAKEN, message.clone());
-                    self.job.blocked.insert(view.key, message);
+            Some(blocked) if self.job.stage == Stage::Active => {
+                if self.job.blocked.get(&view.key) != Some(&blocked) {
+                    self.record(true, blocked.reason, blocked.message.clone());
+                    self.job.blocked.insert(view.key, blocked);
                 }
             }
             _ => {
@@ -1427,11 +1437,11 @@ impl Step<'_> {
                 reason::SPEC_CHANGE_REFUSED,
                 SPEC_CHANGE_REFUSED_MESSAGE.to_string(),
             )
-        } else if let Some(message) = self.job.blocked.values().next() {
+        } else if let Some(blocked) = self.job.blocked.values().next() {
             (
                 ConditionStatus::False,
-                reason::OBJECT_NAME_TAKEN,
-                message.clone(),
+                blocked.reason,
+                blocked.message.clone(),
             )
         } else if let Some(message) = &self.job.waiting {
             (

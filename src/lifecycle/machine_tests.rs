@@ -405,7 +405,10 @@ fn transitions() {
             Event::Replica {
                 view: view(WORKER_0, RP::Creating, "x", None),
                 epoch: 0,
-                blocked: Some("pod ns/j-worker-0 on cluster home exists".into()),
+                blocked: Some(Blocked {
+                    reason: reason::OBJECT_NAME_TAKEN,
+                    message: "pod ns/j-worker-0 on cluster home exists".into(),
+                }),
             },
             "Active",
             Some(Pending),
@@ -858,7 +861,10 @@ fn no_transition_breaks_the_invariants() {
             Event::Replica {
                 view: view(WORKER_0, RP::Creating, "x", None),
                 epoch: 0,
-                blocked: Some("pod ns/j-worker-0 is not ours".into()),
+                blocked: Some(Blocked {
+                    reason: reason::NAMESPACE_MISSING,
+                    message: "namespace ns on cluster member-1 does not exist".into(),
+                }),
             },
             Event::TornDown(WORKER_0),
             Event::TornDown(WORKER_1),
