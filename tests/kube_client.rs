@@ -67,6 +67,7 @@ on_both_grounds!(async TestCluster::on;
     no_new_finalizers_once_deleting,
     unschedulable_pods_stay_pending_with_the_scheduler_message,
     pods_are_admitted_with_their_service_account_and_default_tolerations,
+    request_bodies_over_three_mebibytes_are_refused,
 );
 
 // Their faults (partition, latency, errors, dropped watches) would hurt
@@ -891,6 +892,33 @@ async fn continue_token_of_a_compacted_snapshot_expires(cluster: TestCluster) {
 }
 
 // 7. -------------------------------------------------------------------------
+
+/// kube-apiserver refuses request bodies over 3 MiB (413); so does the
+/// simulator, which once read any body whole.
+async fn request_bodies_over_three_mebibytes_are_refused(cluster: TestCluster) {
+    let api: Api<ConfigMap> = cluster.api();
+    let big = "x".repeat(4 * 1024 * 1024);
+    let status = api_error(
+        api.create(
+            &PostParams::default(),
+            &config_map("huge", &[], &[("data", &big)]),
+        )
+        .await,
+    );
+    assert_eq!(status.code, 413, "{}", status.message);
+    assert!(
+        status.message.contains("limit is 3145728"),
+        "{}",
+        status.message
+    );
+    let fits = "x".repeat(512 * 1024);
+    api.create(
+        &PostParams::default(),
+        &config_map("fits", &[], &[("data", &fits)]),
+    )
+    .await
+    .expect("a body under the limit is taken");
+}
 
 async fn label_and_field_selectors_filter(cluster: TestCluster) {
     let sel = cluster.namespace.as_str();

@@ -164,12 +164,25 @@ fn resolve(
     })
 }
 
+/// The largest request body, as kube-apiserver's (3 MiB).
+const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
 async fn read_body(req: Request<Incoming>) -> ApiResult<Bytes> {
-    req.into_body()
+    http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES)
         .collect()
         .await
         .map(|b| b.to_bytes())
-        .map_err(|e| ApiError::bad_request(format!("reading request body: {e}")))
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                ApiError::new(
+                    413,
+                    "RequestEntityTooLarge",
+                    format!("Request entity too large: limit is {MAX_BODY_BYTES}"),
+                )
+            } else {
+                ApiError::bad_request(format!("reading request body: {e}"))
+            }
+        })
 }
 
 /// A create or update body: JSON, or protobuf as typed clients send it.
