@@ -1545,6 +1545,26 @@ async fn the_shipped_rbac_allows_every_request_the_controller_makes(ground: Grou
                 "{cluster}: {account} may do more than its manifest says: {excess:?}"
             );
         }
+        // One step beyond is refused: Secrets outside the controller's
+        // namespace, deleting jobs, writing MemberClusters' specs.
+        let controller = "system:serviceaccount:tfjob-federator:tfjob-federator";
+        for beyond in [
+            ["get", "secrets", "--namespace", "default"],
+            ["create", "secrets", "--namespace", "default"],
+            ["delete", "tensorflowtrainingjobs", "--namespace", "default"],
+            ["update", "memberclusters", "--namespace", "default"],
+        ] {
+            let output = Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(f.clusters.kubeconfig("home"))
+                .args(["auth", "can-i"])
+                .args(beyond)
+                .args(["--as", controller])
+                .output()
+                .expect("kubectl runs");
+            let answer = String::from_utf8_lossy(&output.stdout).trim().to_string();
+            assert_eq!(answer, "no", "{controller} may {beyond:?}");
+        }
         return;
     }
     for (cluster, role, must) in [
