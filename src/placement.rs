@@ -373,12 +373,32 @@ pub fn place(
                 None
             }
         }),
-        (FederationStrategy::Spread, true) => deal(
-            demands,
-            &candidates,
-            &spread_quota(demands, &candidates),
-            &mut reasons,
-        ),
+        (FederationStrategy::Spread, true) => {
+            // Dealt over the clusters in name order; when that does not fit,
+            // over the roomiest first, so a job never waits while clusters
+            // it could spread over have room.
+            let mut roomiest = candidates.clone();
+            roomiest.sort_by_key(|c| {
+                (
+                    std::cmp::Reverse(c.free_total(GPU)),
+                    std::cmp::Reverse(c.free_total("cpu")),
+                )
+            });
+            deal(
+                demands,
+                &candidates,
+                &spread_quota(demands, &candidates),
+                &mut reasons,
+            )
+            .or_else(|| {
+                deal(
+                    demands,
+                    &roomiest,
+                    &spread_quota(demands, &roomiest),
+                    &mut BTreeMap::new(),
+                )
+            })
+        }
         (FederationStrategy::Weighted, true) => deal(
             demands,
             &candidates,
@@ -745,6 +765,27 @@ mod tests {
         assert_eq!(
             per_cluster(&a),
             BTreeMap::from([("home".to_string(), 2), ("member-1".to_string(), 2)])
+        );
+    }
+
+    #[test]
+    fn spread_uses_the_clusters_with_room_when_the_first_ones_are_full() {
+        let clusters = vec![
+            cluster("home", 1, 0),
+            cluster("member-1", 1, 0),
+            cluster("member-2", 4, 4),
+            cluster("member-3", 4, 4),
+        ];
+        let policy = Policy {
+            strategy: FederationStrategy::Spread,
+            ..Policy::default()
+        };
+        // A chief and one worker, a GPU each: dealt in name order they would
+        // go to the full home and member-1.
+        let a = place(&job(1, 0, 1), &clusters, &policy).expect("members 2 and 3 have room");
+        assert_eq!(
+            per_cluster(&a),
+            BTreeMap::from([("member-2".to_string(), 1), ("member-3".to_string(), 1)])
         );
     }
 
