@@ -208,16 +208,22 @@ pub fn summary_changed(
         || restarts(old) != restarts(new)
 }
 
-/// The uids of the pods whose exit the status already shows (Succeeded or
-/// Failed). The controller acts on an exit before it writes the status that
-/// shows it (a restart is written at once), so after a controller restart
-/// these exits must not be acted upon, nor counted, again.
+/// The uids of the pods whose end the status already shows (Succeeded,
+/// Failed, or Deleted — a pod deleted by someone else counts as an exit).
+/// The controller acts on an exit before it writes the status that shows it
+/// (a restart is written at once), so after a controller restart these
+/// exits must not be acted upon, nor counted, again.
 pub fn handled_exits(status: &TensorFlowTrainingJobStatus) -> BTreeSet<String> {
     status
         .tasks
         .iter()
         .flat_map(|t| &t.replica_status)
-        .filter(|r| matches!(r.phase, ReplicaPhase::Succeeded | ReplicaPhase::Failed))
+        .filter(|r| {
+            matches!(
+                r.phase,
+                ReplicaPhase::Succeeded | ReplicaPhase::Failed | ReplicaPhase::Deleted
+            )
+        })
         .filter_map(|r| r.uid.clone())
         .collect()
 }

@@ -735,6 +735,28 @@ fn a_restarted_controller_goes_on_from_the_stored_status() {
     );
 }
 
+/// A pod deleted by hand whose restart an earlier controller counted (the
+/// status shows it Deleted) is not counted again when it is seen still
+/// terminating; its replacement is still made.
+#[test]
+fn a_deletion_counted_before_a_restart_is_not_counted_again() {
+    let mut status = running_status(-10);
+    status["backoffCount"] = 1.into();
+    status["tasks"][0]["restartCount"] = 1.into();
+    status["tasks"][0]["replicaStatus"][1]["phase"] = "Deleted".into();
+    let (mut state, _) = recovered(status, Event::SpecChanged(spec()));
+    state.step(Event::Placed(assignment()), t(0));
+    state.step(Event::Prepared, t(0));
+    let terminating = Event::Replica {
+        view: view(WORKER_1, RP::Deleted, "b", None),
+        epoch: 0,
+        blocked: None,
+    };
+    let effects = names(&state.step(terminating, t(0)));
+    assert_eq!(effects, ["Restart(worker-1)"], "replaced, not counted");
+    assert_eq!(state.status().backoff_count, 1);
+}
+
 #[test]
 fn a_replica_failing_for_good_shows_in_replica_failure() {
     let mut state = reach("running");
