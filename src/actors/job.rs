@@ -367,19 +367,15 @@ impl JobActor {
             ctx.notify(Fed(Event::Admitted));
             return;
         }
-        let api = self.api();
-        let name = self.name();
-        let (backoff, what) = (self.backoff(), format!("admitting job {name}"));
+        let what = format!("admitting job {}", self.name());
         ctx.spawn(
-            async move {
-                let patch: json_patch::Patch =
-                    serde_json::from_value(json!(operations)).map_err(kube::Error::SerdeError)?;
-                let (params, patch) = (PatchParams::default(), Patch::Json::<()>(patch));
-                call::call(Kind::Write, backoff, &what, || {
-                    api.patch(&name, &params, &patch)
-                })
-                .await
-            }
+            json_patch(
+                self.api(),
+                self.name(),
+                json!(operations),
+                self.backoff(),
+                what,
+            )
             .into_actor(self)
             .map(|result, act, ctx| match result {
                 Ok(Outcome::Done(_)) => act.feed(ctx, Event::Admitted),
@@ -400,30 +396,20 @@ impl JobActor {
             ctx.stop();
             return;
         };
-        let api = self.api();
-        let name = self.name();
         let patch = json!([{"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": FINALIZER}, {"op": "remove", "path": format!("/metadata/finalizers/{index}")}]);
-        let (backoff, what) = (self.backoff(), format!("removing the finalizer of {name}"));
+        let what = format!("removing the finalizer of {}", self.name());
         ctx.spawn(
-            async move {
-                let patch: json_patch::Patch =
-                    serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
-                let (params, patch) = (PatchParams::default(), Patch::Json::<()>(patch));
-                call::call(Kind::Write, backoff, &what, || {
-                    api.patch(&name, &params, &patch)
-                })
-                .await
-            }
-            .into_actor(self)
-            .map(|result, act, ctx| match result {
-                Ok(_) => ctx.stop(),
-                // A stale index (the finalizers changed): the next update
-                // shows the job again, and the machine is still Deleting.
-                Err(e) => {
-                    tracing::warn!(job = %act.name(), error = %e, "removing finalizer failed");
-                    act.finalizer_removal_failed = true;
-                }
-            }),
+            json_patch(self.api(), self.name(), patch, self.backoff(), what)
+                .into_actor(self)
+                .map(|result, act, ctx| match result {
+                    Ok(_) => ctx.stop(),
+                    // A stale index (the finalizers changed): the next update
+                    // shows the job again, and the machine is still Deleting.
+                    Err(e) => {
+                        tracing::warn!(job = %act.name(), error = %e, "removing finalizer failed");
+                        act.finalizer_removal_failed = true;
+                    }
+                }),
         );
     }
 
@@ -837,6 +823,23 @@ impl JobActor {
             }),
         );
     }
+}
+
+/// Applies JSON-patch `operations` (with their `test` guards) to the job.
+async fn json_patch(
+    api: Api<TensorFlowTrainingJob>,
+    name: String,
+    operations: serde_json::Value,
+    backoff: Backoff,
+    what: String,
+) -> kube::Result<Outcome<TensorFlowTrainingJob>> {
+    let patch: json_patch::Patch =
+        serde_json::from_value(operations).map_err(kube::Error::SerdeError)?;
+    let (params, patch) = (PatchParams::default(), Patch::Json::<()>(patch));
+    call::call(Kind::Write, backoff, &what, || {
+        api.patch(&name, &params, &patch)
+    })
+    .await
 }
 
 /// An event the actor feeds itself later (after the current one).
