@@ -848,42 +848,55 @@ async fn objects_of(f: &Federation, job: &str) -> Vec<String> {
     found
 }
 
-/// A job that ended and is deleted while no controller runs once lost its
-/// finalizer to the next controller at once, leaving its pods and services
-/// on the members (that controller held no replica actors for them). Now
-/// the replicas of its recorded placement are retired first, on every
-/// cluster, whoever ran the job.
-async fn deleting_an_ended_job_without_a_controller_cleans_every_member(ground: Ground) {
+/// A job that ended before the controller (re)started, then deleted: the
+/// controller held no replica actors for it, so it once removed the
+/// finalizer at once and left the job's pods and services on the members
+/// (the sweep at connect had run while the job still existed). Now the
+/// replicas of its recorded placement are retired first, on every cluster,
+/// whoever ran the job; the same when it is deleted while no controller
+/// runs.
+async fn deleting_an_ended_job_after_a_restart_cleans_every_member(ground: Ground) {
     let mut f = start(ground, "").await;
-    // cleanUpPolicy none: the ended job's pods and services stay until it is deleted.
-    f.submit(gpu_job("ended", &[("worker", 2, 2)], json!({}), "0.5"))
-        .await;
-    f.wait_phase("ended", "Succeeded", WAIT).await;
-    let left = objects_of(&f, "ended").await;
-    assert!(
-        left.iter().any(|o| o.starts_with("member-1/pod/")),
-        "the ended job's pods stay on member-1: {left:?}"
-    );
+    // cleanUpPolicy none: the ended jobs' pods and services stay until deleted.
+    for name in ["ended", "ended-offline"] {
+        f.submit(gpu_job(name, &[("worker", 1, 1)], json!({}), "0.5"))
+            .await;
+    }
+    for name in ["ended", "ended-offline"] {
+        f.wait_phase(name, "Succeeded", WAIT).await;
+        let left = objects_of(&f, name).await;
+        assert!(
+            left.iter().any(|o| o.starts_with("member-")),
+            "{name}'s pods stay on a member: {left:?}"
+        );
+    }
     f.kill_controller();
+    f.jobs()
+        .delete("ended-offline", &Default::default())
+        .await
+        .expect("delete a job while no controller runs");
+    f.restart_controller();
+    // Connected and swept again, with both jobs still there.
+    for member in ["member-1", "member-2"] {
+        wait_ready(&f.members(), member, "True").await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
     f.jobs()
         .delete("ended", &Default::default())
         .await
         .expect("delete the job");
-    f.restart_controller();
-    eventually_within("the job to be gone", WAIT, async || {
-        f.jobs()
-            .get_opt("ended")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert_eq!(
-        objects_of(&f, "ended").await,
-        Vec::<String>::new(),
-        "nothing of the deleted job is left on any cluster"
-    );
+    for name in ["ended", "ended-offline"] {
+        eventually_within("the job to be gone", WAIT, async || {
+            f.jobs().get_opt(name).await.ok()?.is_none().then_some(())
+        })
+        .await;
+        eventually_within(
+            "nothing of the job left",
+            Duration::from_secs(10),
+            async || objects_of(&f, name).await.is_empty().then_some(()),
+        )
+        .await;
+    }
 }
 
 /// Objects of a job that no longer exists are swept periodically, not only
@@ -1187,7 +1200,7 @@ on_both_grounds!(
     a_member_runs_only_what_its_pod_policy_allows,
     a_user_written_placement_annotation_is_ignored,
     a_job_in_a_system_namespace_never_lands_on_a_member,
-    deleting_an_ended_job_without_a_controller_cleans_every_member,
+    deleting_an_ended_job_after_a_restart_cleans_every_member,
     the_sweep_runs_periodically,
     a_failed_secret_read_at_start_up_changes_nothing,
     deleting_a_member_cluster_under_a_running_job,

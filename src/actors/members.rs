@@ -73,14 +73,15 @@ impl Drop for Informers {
     }
 }
 
-/// A pod on a target cluster left the active set: capacity may be free.
+/// A pod on a target cluster left the active set, or a node came or
+/// changed: capacity may be free.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct CapacityFreed;
 
 impl CapacityWatch {
     /// Starts the two informers on `client`; `freed` hears of every pod
-    /// that ends or goes.
+    /// that ends or goes, and of every node listed or changed.
     pub fn start(client: &Client, freed: Recipient<CapacityFreed>) -> CapacityWatch {
         let (nodes, node_writer) = reflector::store();
         let (pods, pod_writer) = reflector::store();
@@ -94,8 +95,16 @@ impl CapacityWatch {
             pod_writer,
             watcher(Api::<Pod>::all(client.clone()), active).default_backoff(),
         );
+        let nodes_freed = freed.clone();
         let informers = Informers(vec![
-            tokio::spawn(node_stream.for_each(|_| futures::future::ready(()))),
+            // Nodes listed (at last) or changed: a job tried against a
+            // snapshot without them is worth trying again.
+            tokio::spawn(node_stream.for_each(move |event| {
+                if matches!(event, Ok(watcher::Event::Apply(_) | watcher::Event::InitDone)) {
+                    nodes_freed.do_send(CapacityFreed);
+                }
+                futures::future::ready(())
+            })),
             tokio::spawn(pod_stream.for_each(move |event| {
                 if matches!(event, Ok(watcher::Event::Delete(_))) {
                     freed.do_send(CapacityFreed);
