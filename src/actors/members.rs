@@ -100,7 +100,10 @@ impl CapacityWatch {
             // Nodes listed (at last) or changed: a job tried against a
             // snapshot without them is worth trying again.
             tokio::spawn(node_stream.for_each(move |event| {
-                if matches!(event, Ok(watcher::Event::Apply(_) | watcher::Event::InitDone)) {
+                if matches!(
+                    event,
+                    Ok(watcher::Event::Apply(_) | watcher::Event::InitDone)
+                ) {
                     nodes_freed.do_send(CapacityFreed);
                 }
                 futures::future::ready(())
