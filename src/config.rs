@@ -33,7 +33,8 @@ pub struct ControllerConfig {
     /// or restart) wait this long after the previous write, doubling with
     /// each such write (up to 4×) until the next summary change.
     pub status_detail_interval_ms: u64,
-    /// Delay before retrying a failed API write.
+    /// The first wait before retrying a failed API call (doubling up to
+    /// 30×, with jitter: `actors::call`).
     pub retry_interval_ms: u64,
     /// The Reporter of Events (`reportingController`).
     pub event_reporter: String,
