@@ -669,39 +669,29 @@ fn a_restarted_controller_goes_on_from_the_stored_status() {
         ["Start(e0 Finish(Unfinished))"]
     );
 
-    // Ended, then deleted while no controller ran: the same.
-    let mut ended = running_status(-10);
-    ended["phase"] = "Succeeded".into();
-    let (mut state, effects) = recovered(ended, deleted());
-    assert_eq!(
-        effects,
-        ["Normal(Deleting)", "DeletePodGroups", "ResolvePlacement"]
-    );
-    assert_eq!(
-        names(&state.step(Event::Placed(assignment()), t(0))),
-        ["Start(e0 Retire)"]
-    );
-    state.step(Event::TornDown(WORKER_0), t(0));
-    assert_eq!(
-        names(&state.step(Event::TornDown(WORKER_1), t(0))),
-        ["RemoveFinalizer"]
-    );
-
-    // Deleted: what an earlier controller left running goes before the finalizer.
-    let (mut state, effects) = recovered(running_status(-10), deleted());
-    assert_eq!(
-        effects,
-        ["Normal(Deleting)", "DeletePodGroups", "ResolvePlacement"]
-    );
-    assert_eq!(
-        names(&state.step(Event::Placed(assignment()), t(0))),
-        ["Start(e0 Retire)"]
-    );
-    state.step(Event::TornDown(WORKER_0), t(0));
-    assert_eq!(
-        names(&state.step(Event::TornDown(WORKER_1), t(0))),
-        ["RemoveFinalizer"]
-    );
+    // Deleted while no controller ran, running or ended: what an earlier
+    // controller left goes before the finalizer.
+    for phase in ["Running", "Succeeded"] {
+        let mut stored = running_status(-10);
+        stored["phase"] = phase.into();
+        let (mut state, effects) = recovered(stored, deleted());
+        assert_eq!(
+            effects,
+            ["Normal(Deleting)", "DeletePodGroups", "ResolvePlacement"],
+            "{phase}"
+        );
+        assert_eq!(
+            names(&state.step(Event::Placed(assignment()), t(0))),
+            ["Start(e0 Retire)"],
+            "{phase}"
+        );
+        state.step(Event::TornDown(WORKER_0), t(0));
+        assert_eq!(
+            names(&state.step(Event::TornDown(WORKER_1), t(0))),
+            ["RemoveFinalizer"],
+            "{phase}"
+        );
+    }
 
     // Killed between a failover's write and its teardown: the restart was
     // counted with the new epoch, in one write; nothing is counted again.
