@@ -47,10 +47,11 @@ pub fn renew_interval(lease_duration: Duration) -> Duration {
 }
 
 /// How soon a leader tries again after a failed renewal: often enough that
-/// a burst of errors (a quarter of requests failing, say) costs it nothing
-/// before `renew_deadline`, at most ten tries a second.
+/// a burst of errors (a third of requests failing, say) costs it nothing
+/// before `renew_deadline` (ten tries in that window), at most ten tries a
+/// second.
 pub fn retry_after_failure(lease_duration: Duration) -> Duration {
-    (lease_duration / 20).max(Duration::from_millis(100))
+    (lease_duration / 30).max(Duration::from_millis(100))
 }
 
 /// How often a follower looks at the Lease.

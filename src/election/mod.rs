@@ -132,7 +132,7 @@ async fn attempt(
     ) {
         Step::Follow { holder, recheck } => Ok(Some((holder, recheck))),
         Step::Take | Step::Renew => match write(api, settings, current).await {
-            Ok(()) => Ok(None),
+            Ok(_) => Ok(None),
             // Another replica wrote first: look again soon.
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(Some((
                 String::from("another replica"),
@@ -145,7 +145,11 @@ async fn attempt(
 
 /// Writes the Lease as held by this replica now (creating it if missing);
 /// the resourceVersion makes a concurrent write fail with 409.
-async fn write(api: &Api<Lease>, settings: &Settings, current: Option<Lease>) -> kube::Result<()> {
+async fn write(
+    api: &Api<Lease>,
+    settings: &Settings,
+    current: Option<Lease>,
+) -> kube::Result<Lease> {
     let now = MicroTime(jiff::Timestamp::now());
     let me = settings.identity.clone();
     let seconds = i32::try_from(settings.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
@@ -166,7 +170,7 @@ async fn write(api: &Api<Lease>, settings: &Settings, current: Option<Lease>) ->
                     ..Default::default()
                 }),
             };
-            api.create(&PostParams::default(), &lease).await.map(|_| ())
+            api.create(&PostParams::default(), &lease).await
         }
         Some(mut lease) => {
             let taking = holder(&lease) != Some(me.as_str());
@@ -180,38 +184,54 @@ async fn write(api: &Api<Lease>, settings: &Settings, current: Option<Lease>) ->
             spec.renew_time = Some(now);
             api.replace(&settings.name, &PostParams::default(), &lease)
                 .await
-                .map(|_| ())
         }
     }
 }
 
 /// Renews the Lease until it is taken by another replica or cannot be
 /// renewed within the renew deadline; then says so through `tell`.
+///
+/// A renewal is one request: the Lease as this replica last wrote it, sent
+/// back with its resourceVersion. Only a conflict (someone else wrote it, or
+/// an earlier renewal landed although its answer was lost) costs a read.
+/// Half the requests per try means a burst of errors is far less likely to
+/// use up the renew deadline.
 async fn keep(api: Api<Lease>, settings: Settings, tell: watch::Sender<bool>) {
     let mut renewed = Instant::now();
     let mut wait = renew_interval(settings.lease_duration);
+    let mut written: Option<Lease> = None;
     loop {
         tokio::time::sleep(wait).await;
         let renewal = async {
-            match api.get_opt(&settings.name).await? {
-                Some(lease) if holder(&lease) != Some(settings.identity.as_str()) => {
-                    Ok(Some(holder(&lease).map(str::to_string)))
-                }
-                current => write(&api, &settings, current).await.map(|()| None),
+            let current = match written.clone() {
+                Some(lease) => Some(lease),
+                None => api.get_opt(&settings.name).await?,
+            };
+            if let Some(lease) = &current
+                && holder(lease) != Some(settings.identity.as_str())
+            {
+                return Ok(Err(holder(lease).map(str::to_string)));
             }
+            write(&api, &settings, current).await.map(Ok)
         };
         // A request that hangs (a partition) must not keep this loop from
         // its deadline.
         let outcome = tokio::time::timeout(renew_interval(settings.lease_duration), renewal).await;
         wait = match outcome {
-            Ok(Ok(None)) => {
+            Ok(Ok(Ok(lease))) => {
+                written = Some(lease);
                 renewed = Instant::now();
                 renew_interval(settings.lease_duration)
             }
-            Ok(Ok(Some(other))) => {
+            Ok(Ok(Err(other))) => {
                 tracing::error!(holder = ?other, "the leader Lease was taken over");
                 let _ = tell.send(false);
                 return;
+            }
+            // Someone wrote the Lease since: read it before the next try.
+            Ok(Err(kube::Error::Api(e))) if e.code == 409 => {
+                written = None;
+                Duration::ZERO
             }
             // A burst of errors must not cost the Lease: try again soon,
             // until the deadline.
