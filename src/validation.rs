@@ -258,11 +258,11 @@ fn check_replica_specs(spec: &TensorFlowTrainingJobSpec, errors: &mut Errors) {
             }
             Some(_) => {}
         }
-        if replica.replicas < 0 {
+        if replica.replicas < 1 {
             errors.invalid(
                 format!("{path}.replicas"),
                 replica.replicas,
-                "must be greater than or equal to 0",
+                "must be greater than or equal to 1",
             );
         } else if replica.replicas > MAX_REPLICAS {
             errors.invalid(
@@ -665,15 +665,18 @@ mod tests {
     }
 
     #[test]
-    fn negative_replicas() {
-        let errors =
-            errors_for(json!({"replicaSpecs": [replica("chief", 1), replica("worker", -1)]}));
-        assert_eq!(
-            errors,
-            [
-                "spec.replicaSpecs[1].replicas: Invalid value: -1: must be greater than or equal to 0"
-            ]
-        );
+    fn replicas_below_one() {
+        for count in [-1, 0] {
+            let errors = errors_for(
+                json!({"replicaSpecs": [replica("chief", 1), replica("worker", count)]}),
+            );
+            assert_eq!(
+                errors,
+                [format!(
+                    "spec.replicaSpecs[1].replicas: Invalid value: {count}: must be greater than or equal to 1"
+                )]
+            );
+        }
     }
 
     #[test]
@@ -769,7 +772,7 @@ mod tests {
 
     #[test]
     fn no_master_replica() {
-        let errors = errors_for(json!({"replicaSpecs": [replica("ps", 1), replica("worker", 0)]}));
+        let errors = errors_for(json!({"replicaSpecs": [replica("ps", 1)]}));
         assert_eq!(
             errors,
             [

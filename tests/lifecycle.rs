@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use operator_support::*;
 use serde_json::{Value, json};
 use tfjob_federator::api::{JobPhase, MemberCluster, TensorFlowTrainingJob};
@@ -153,18 +153,10 @@ async fn set_debug(env: &Env, name: &str, debug: bool) {
     merge_spec(env, name, json!({"runMode": {"debug": {"enabled": debug}}})).await;
 }
 
-fn jobs_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("batch.tensorstack.dev", "v1beta1", "TensorFlowTrainingJob"),
-        "tensorflowtrainingjobs",
-    )
-}
-
 /// The job's status as stored (fields the typed status may not know, such
 /// as `startTime`, included).
 async fn raw_status(env: &Env, name: &str) -> Value {
-    let jobs: Api<DynamicObject> =
-        Api::namespaced_with(env.client.clone(), &env.namespace, &jobs_resource());
+    let jobs = env.raw_jobs();
     let job = jobs
         .get(name)
         .await
@@ -1217,10 +1209,16 @@ async fn resume_obeys_the_run_mode(ground: Ground) {
 
 // ---------------------------------------------------------------- 8. replicaSpecs edits
 
-async fn replicas_edit_on_a_running_job_is_refused(ground: Ground) {
-    let mut findings = Findings::new("replicas_edit_on_a_running_job_is_refused");
-    let mut env = Env::start_on(ground, "replicas-edit").await;
-    let pods_seen = Recorder::start(env.pods()).await;
+/// A running job "fixed" (a chief and 2 workers) and the edit of its
+/// worker count; returns the edit's result and the pods it started with.
+async fn edit_replicas_of_a_running_job(
+    env: &Env,
+    before_edit: impl AsyncFnOnce(),
+) -> (
+    kube::Result<TensorFlowTrainingJob>,
+    BTreeMap<String, String>,
+    String,
+) {
     let spec = json!({"replicaSpecs": [
         replica("chief", 1, &[PENDING, FOREVER]),
         replica("worker", 2, &[PENDING, FOREVER]),
@@ -1234,107 +1232,149 @@ async fn replicas_edit_on_a_running_job_is_refused(ground: Ground) {
         {"op": "replace", "path": "/spec/replicaSpecs/1/replicas", "value": 3},
     ]))
     .expect("a JSON patch");
+    before_edit().await;
     let result = env
         .jobs()
         .patch("fixed", &PatchParams::default(), &Patch::Json::<()>(edit))
         .await;
+    (result, before, uid)
+}
 
-    match ground {
-        Ground::Real => {
-            // The CRD's transition rule: the API server refuses the edit.
-            let status = match result {
-                Err(kube::Error::Api(status)) => status,
-                Ok(job) => panic!(
-                    "the API server accepted the edit of spec.replicaSpecs[1].replicas: {:?}",
-                    job.spec
-                        .replicas_of(tfjob_federator::api::ReplicaType::Worker)
+/// The CRD's transition rule: the API server refuses the edit.
+async fn replicas_edit_on_a_running_job_is_refused(ground: Ground) {
+    let env = Env::start_on(ground, "replicas-edit").await;
+    let (result, before, _) = edit_replicas_of_a_running_job(&env, async || {}).await;
+    // The CRD's transition rule: the API server refuses the edit.
+    let status = match result {
+        Err(kube::Error::Api(status)) => status,
+        Ok(job) => panic!(
+            "the API server accepted the edit of spec.replicaSpecs[1].replicas: {:?}",
+            job.spec
+                .replicas_of(tfjob_federator::api::ReplicaType::Worker)
+        ),
+        Err(e) => panic!("patching replicas failed otherwise: {e}"),
+    };
+    assert_eq!(status.code, 422, "{status:?}");
+    assert!(
+        status.message.contains("replicaSpecs"),
+        "the rejection names replicaSpecs: {}",
+        status.message
+    );
+    assert_eq!(uids(&env.job_pods("fixed").await), before);
+}
+
+/// Where the API server let the edit through (a CRD installed before the
+/// rule existed, here the rules removed), the controller refuses it: the
+/// job keeps the replicaSpecs it started with.
+async fn replicas_edit_let_through_is_refused_by_the_controller(ground: Ground) {
+    let mut findings = Findings::new("replicas_edit_let_through_is_refused_by_the_controller");
+    let mut env = Env::start_on(ground, "replicas-edit-let-through").await;
+    let pods_seen = Recorder::start(env.pods()).await;
+    let (result, before, uid) =
+        edit_replicas_of_a_running_job(&env, async || strip_crd_rules(&env).await).await;
+    result.unwrap_or_else(|e| panic!("the API server lets the edit through: {e}"));
+    match event_soon(&env, &uid, "SpecChangeRefused", Duration::from_secs(10)).await {
+        Some(event) => {
+            findings.check(
+                event.type_.as_deref() == Some("Warning"),
+                format!(
+                    "SpecChangeRefused Event of type {:?}, want Warning",
+                    event.type_
                 ),
-                Err(e) => panic!("patching replicas failed otherwise: {e}"),
-            };
-            assert_eq!(status.code, 422, "{status:?}");
-            assert!(
-                status.message.contains("replicaSpecs"),
-                "the rejection names replicaSpecs: {}",
-                status.message
+            );
+            let note = event.note.unwrap_or_default();
+            findings.check(
+                note.contains("spec.replicaSpecs"),
+                format!("the SpecChangeRefused Event does not name spec.replicaSpecs: {note:?}"),
             );
         }
-        Ground::Sim => {
-            result.unwrap_or_else(|e| panic!("the simulated API accepts the edit: {e}"));
-            match event_soon(&env, &uid, "SpecChangeRefused", Duration::from_secs(10)).await {
-                Some(event) => {
-                    findings.check(
-                        event.type_.as_deref() == Some("Warning"),
-                        format!(
-                            "SpecChangeRefused Event of type {:?}, want Warning",
-                            event.type_
-                        ),
-                    );
-                    let note = event.note.unwrap_or_default();
-                    findings.check(
-                        note.contains("spec.replicaSpecs"),
-                        format!(
-                            "the SpecChangeRefused Event does not name spec.replicaSpecs: {note:?}"
-                        ),
-                    );
-                }
-                None => findings.check(
-                    false,
-                    format!(
-                        "no SpecChangeRefused Event within 10s (Events: {:?})",
-                        reasons(&env.events_about(&uid).await)
-                    ),
-                ),
-            }
-            let refused =
-                |c: &Condition| c.1 == "SpecChangeRefused" && c.2.contains("spec.replicaSpecs");
-            let limit = Duration::from_secs(5);
-            if let Err(seen) = condition_soon(&env, "fixed", "Initialized", limit, refused).await {
-                findings.check(
-                    false,
-                    format!(
-                        "condition Initialized is {seen:?}, want reason SpecChangeRefused naming spec.replicaSpecs"
-                    ),
-                );
-            }
-            let unchanged = async |env: &Env| {
-                let pods = uids(&env.job_pods("fixed").await);
-                let job = env.job("fixed").await;
-                if pods != before {
-                    Err(format!("its pods are now {pods:?}, were {before:?}"))
-                } else if phase_of(&job) != Some(JobPhase::Running) {
-                    Err(format!(
-                        "phase {}, Failed {:?}",
-                        phase_name(&job),
-                        condition(&job, "Failed")
-                    ))
-                } else {
-                    Ok(())
-                }
-            };
-            holds_for(
-                Duration::from_secs(2),
-                "the job to keep running the pods it started with after the edit",
-                async || unchanged(&env).await,
-            )
-            .await;
-            env.kill_controller();
-            env.start_controller();
-            holds_for(
-                Duration::from_secs(4),
-                "the job to keep running the pods it started with after a controller restart",
-                async || unchanged(&env).await,
-            )
-            .await;
-            let added = pods_seen.added_per_name();
-            assert!(
-                !added.contains_key("fixed-worker-2"),
-                "no pod for a replica the edit added: {added:?}"
-            );
-        }
+        None => findings.check(
+            false,
+            format!(
+                "no SpecChangeRefused Event within 10s (Events: {:?})",
+                reasons(&env.events_about(&uid).await)
+            ),
+        ),
     }
-    // Either way the pods are those the job started with.
+    let refused = |c: &Condition| c.1 == "SpecChangeRefused" && c.2.contains("spec.replicaSpecs");
+    let limit = Duration::from_secs(5);
+    if let Err(seen) = condition_soon(&env, "fixed", "Initialized", limit, refused).await {
+        findings.check(
+                false,
+                format!(
+                    "condition Initialized is {seen:?}, want reason SpecChangeRefused naming spec.replicaSpecs"
+                ),
+            );
+    }
+    let unchanged = async |env: &Env| {
+        let pods = uids(&env.job_pods("fixed").await);
+        let job = env.job("fixed").await;
+        if pods != before {
+            Err(format!("its pods are now {pods:?}, were {before:?}"))
+        } else if phase_of(&job) != Some(JobPhase::Running) {
+            Err(format!(
+                "phase {}, Failed {:?}",
+                phase_name(&job),
+                condition(&job, "Failed")
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    holds_for(
+        Duration::from_secs(2),
+        "the job to keep running the pods it started with after the edit",
+        async || unchanged(&env).await,
+    )
+    .await;
+    env.kill_controller();
+    env.start_controller();
+    holds_for(
+        Duration::from_secs(4),
+        "the job to keep running the pods it started with after a controller restart",
+        async || unchanged(&env).await,
+    )
+    .await;
+    let added = pods_seen.added_per_name();
+    assert!(
+        !added.contains_key("fixed-worker-2"),
+        "no pod for a replica the edit added: {added:?}"
+    );
     assert_eq!(uids(&env.job_pods("fixed").await), before);
     findings.finish();
+}
+
+/// Removes the job CRD's validation rules, as a CRD of an older release
+/// would lack them, and waits until the API server lets an edit through.
+async fn strip_crd_rules(env: &Env) {
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+    let name = "tensorflowtrainingjobs.batch.tensorstack.dev";
+    let crd = crds.get(name).await.expect("the job CRD");
+    let versions = crd.spec.versions.len();
+    let ops: Vec<Value> = (0..versions)
+        .map(|v| json!({"op": "remove", "path": format!("/spec/versions/{v}/schema/openAPIV3Schema/x-kubernetes-validations")}))
+        .collect();
+    let patch: json_patch::Patch = serde_json::from_value(json!(ops)).expect("a JSON patch");
+    crds.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+        .expect("remove the CRD's rules");
+    // A dry-run edit of a started job tells when the API server stopped
+    // evaluating the rule (a real one reloads the CRD in the background).
+    let probe: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "replace", "path": "/spec/replicaSpecs/1/replicas", "value": 3},
+    ]))
+    .expect("a JSON patch");
+    let dry_run = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    wait_for("the API server to drop the CRD's rules", WAIT, async || {
+        env.jobs()
+            .patch("fixed", &dry_run, &Patch::Json::<()>(probe.clone()))
+            .await
+            .ok()
+    })
+    .await;
 }
 
 // ---------------------------------------------------------------- 9. replica failure
@@ -1634,6 +1674,7 @@ on_both_grounds!(
     the_gang_debug_example_trains_once_debug_is_off,
     resume_obeys_the_run_mode,
     replicas_edit_on_a_running_job_is_refused,
+    replicas_edit_let_through_is_refused_by_the_controller,
     a_replica_failing_for_good_shows_replica_failure,
     restart_policy_always,
     foreign_pod_with_a_replica_name,

@@ -1,7 +1,8 @@
 //! JobManager: watches TensorFlowTrainingJobs on the home cluster once the
 //! home pod informer has synced, starts a JobActor per job (by uid) and
-//! forwards every change to it. A job object that does not even parse gets
-//! the InvalidSpec status directly; the rest of the jobs are unaffected.
+//! forwards every change to it. A job object that does not even parse (see
+//! `ListedJob`) gets the InvalidSpec status directly; the rest of the jobs
+//! are unaffected.
 //! Once a job has created a TensorBoard, it also watches our TensorBoards on
 //! home (one watch for all jobs) and routes each to its job by uid.
 
@@ -18,14 +19,14 @@ use serde_json::json;
 use super::Shared;
 use super::job::{JobActor, JobGone, JobUpdated, TensorBoardChanged, WatchTensorBoards};
 use super::members::MemberSupervisor;
-use crate::api::TensorFlowTrainingJob;
+use crate::api::{ListedJob, TensorFlowTrainingJob};
 use crate::telemetry::metrics::Alive;
 use crate::telemetry::{ActorKind, Synced};
 use crate::validation::{self, INVALID_SPEC_REASON};
 
 #[derive(Message)]
 #[rtype(result = "()")]
-struct Observed(watcher::Event<DynamicObject>);
+struct Observed(watcher::Event<ListedJob>);
 
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -53,7 +54,12 @@ impl JobManager {
         }
     }
 
-    fn apply(&mut self, ctx: &mut Context<Self>, obj: DynamicObject) {
+    fn apply(&mut self, ctx: &mut Context<Self>, listed: ListedJob) {
+        let obj = listed.object;
+        if let Some(error) = listed.unreadable {
+            self.reject_unparsable(&obj, &error);
+            return;
+        }
         let uid = obj.uid().unwrap_or_default();
         let parsed = serde_json::to_value(&obj)
             .map_err(|e| e.to_string())
@@ -110,7 +116,8 @@ impl JobManager {
                 tracing::debug!(error = %e, "publishing event failed");
             }
         });
-        let api: Api<DynamicObject> = Api::namespaced_with(
+        // Read back as a ListedJob: the answer may be too deep to decode whole.
+        let api: Api<ListedJob> = Api::namespaced_with(
             self.shared.home.client.clone(),
             &obj.namespace().unwrap_or_default(),
             &job_resource(),
@@ -145,7 +152,7 @@ impl Actor for JobManager {
         let me = ctx.address();
         let events = async move {
             home.wait_synced().await;
-            let api: Api<DynamicObject> = Api::all_with(home.client.clone(), &job_resource());
+            let api: Api<ListedJob> = Api::all_with(home.client.clone(), &job_resource());
             watcher(api, watcher::Config::default()).default_backoff()
         }
         .flatten_stream();

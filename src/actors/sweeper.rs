@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PartialObjectMeta};
 use kube::{Client, ResourceExt};
 
-use crate::api::TensorFlowTrainingJob;
+use crate::api::{ListedJob, TensorFlowTrainingJobStatus};
 use crate::builders::{self, MANAGED_SELECTOR};
 use crate::sweep::{self, JobRecord};
 
@@ -59,13 +59,21 @@ pub async fn sweep(member: &Client, cluster: &str, home: &Client) -> kube::Resul
     found.extend(list_kind(member, ApiResource::erase::<Service>(&()), "service").await?);
     found.extend(list_kind(member, builders::pod_group_resource(), "PodGroup").await?);
     // Listed after the objects: an object made meanwhile finds its job.
-    let jobs: Api<TensorFlowTrainingJob> = Api::all(home.clone());
+    // Listed one object at a time: one unreadable job must not stop the sweep.
+    let jobs: Api<ListedJob> = Api::all_with(home.clone(), &super::manager::job_resource());
     let jobs: HashMap<String, JobRecord> = jobs
         .list(&ListParams::default())
         .await?
         .items
         .into_iter()
-        .filter_map(|job| Some((job.uid()?, JobRecord::of(job.status.as_ref()))))
+        .filter_map(|job| {
+            let status: Option<TensorFlowTrainingJobStatus> = job
+                .object
+                .data
+                .get("status")
+                .and_then(|s| serde_json::from_value(s.clone()).ok());
+            Some((job.uid()?, JobRecord::of(status.as_ref())))
+        })
         .collect();
     let mut deleted = 0;
     for object in found {

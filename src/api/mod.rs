@@ -4,16 +4,17 @@
 //! them and `deploy/crds/crds.yaml` holds the committed copy (a test fails
 //! when it drifts).
 
+mod listed;
 mod member;
+mod rules;
 mod schema;
 mod tfjob;
 
+pub use listed::ListedJob;
 pub use member::*;
 pub use tfjob::*;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, ValidationRule,
-};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
 /// Every CRD this controller owns.
@@ -21,11 +22,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![tensorflow_training_job_crd(), MemberCluster::crd()]
 }
 
-/// The job's CRD, with the rule that refuses an edit of `replicaSpecs`
-/// once the job started (its status records a placement) at `kubectl
-/// apply` time. The controller refuses such an edit itself too (the job
-/// keeps the replicaSpecs it started with), for API servers that do not
-/// evaluate the rule.
+/// The job's CRD, with what the API server refuses at the door (`rules`).
 fn tensorflow_training_job_crd() -> CustomResourceDefinition {
     let mut crd = TensorFlowTrainingJob::crd();
     for version in &mut crd.spec.versions {
@@ -34,19 +31,10 @@ fn tensorflow_training_job_crd() -> CustomResourceDefinition {
             .as_mut()
             .and_then(|s| s.open_api_v3_schema.as_mut())
         {
-            schema.x_kubernetes_validations = Some(vec![ValidationRule {
-                rule: "!has(oldSelf.status) || !has(oldSelf.status.placement) || \
-                       self.spec.replicaSpecs == oldSelf.spec.replicaSpecs"
-                    .into(),
-                message: Some(
-                    "spec.replicaSpecs may not change after the job started; \
-                     create a new job instead"
-                        .into(),
-                ),
-                field_path: Some(".spec.replicaSpecs".into()),
-                reason: Some("FieldValueForbidden".into()),
-                ..ValidationRule::default()
-            }]);
+            // Our own static schema: it always round-trips through JSON.
+            let mut root = serde_json::to_value(&*schema).expect("the job schema as JSON");
+            rules::add_door_rules(&mut root);
+            *schema = serde_json::from_value(root).expect("the job schema from JSON");
         }
     }
     crd

@@ -4,12 +4,14 @@
 //!
 //! Decisions:
 //! - Values a user may get wrong (`replicaSpecs[].type`, `restartPolicy`,
-//!   `runPolicy.cleanUpPolicy`, `federation.strategy`) are plain strings here
-//!   and in the CRD schema, with typed parsers (`ReplicaType::parse`, …). An
-//!   unknown value therefore reaches [`crate::validation`], which fails the job
-//!   with a precise message, instead of failing deserialization (which would
-//!   hide the job from the controller) or being rejected by a schema `enum`.
-//!   For the same reason the schema carries no numeric bounds.
+//!   `runPolicy.cleanUpPolicy`, `federation.strategy`) are plain strings here,
+//!   with typed parsers (`ReplicaType::parse`, …), and numbers are plain
+//!   integers. The CRD's enums and bounds (`super::rules`) refuse most
+//!   mistakes at the door; one that gets past them (a job stored before the
+//!   rules, a case-insensitive `cleanUpPolicy`) still reaches
+//!   [`crate::validation`], which fails the job with a precise message,
+//!   instead of failing deserialization (which would hide the job from the
+//!   controller).
 //! - `runMode.debug` and `runMode.pause` accept both `enabled` (current docs)
 //!   and `enable` (older API reference). They are two schema properties, not a
 //!   serde alias, because the API server prunes fields its schema lacks.

@@ -115,6 +115,35 @@ impl ApiError {
         }
     }
 
+    /// 422 with every cause, worded as upstream joins them: one cause
+    /// inline, several in brackets.
+    pub fn invalid_causes(t: &Target, kind: &str, causes: &[super::validate::Cause]) -> Self {
+        let qualified_kind = if t.group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{}", t.group)
+        };
+        let listed: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let joined = match listed.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let causes: Vec<Value> = causes.iter().map(super::validate::Cause::to_json).collect();
+        ApiError {
+            details: Some(json!({
+                "name": t.name, "group": t.group, "kind": kind, "causes": causes,
+            })),
+            ..Self::new(
+                422,
+                "Invalid",
+                format!("{qualified_kind} \"{}\" is invalid: {joined}", t.name),
+            )
+        }
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }

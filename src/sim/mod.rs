@@ -4,6 +4,7 @@
 //! imports this: they meet only over HTTP.
 
 mod apply;
+mod cel;
 mod discovery;
 mod error;
 mod faults;
@@ -22,6 +23,7 @@ mod selector;
 mod server;
 mod store;
 mod table;
+mod validate;
 mod watch;
 
 use std::net::SocketAddr;

@@ -148,6 +148,17 @@ impl ResourceType {
                     })
                 })
                 .collect();
+            if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
+                let mut refused = Vec::new();
+                super::validate::unparsable_rules(
+                    schema,
+                    "spec.validation.openAPIV3Schema.",
+                    &mut refused,
+                );
+                if let Some(first) = refused.into_iter().next() {
+                    return Err(first);
+                }
+            }
             let version = Version {
                 name: vname,
                 status_subresource: v.pointer("/subresources/status").is_some(),

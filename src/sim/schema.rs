@@ -54,6 +54,17 @@ fn prune_object(
             map.insert(key.clone(), default.clone());
         }
     }
+    // A null where the schema does not allow one is dropped (or defaulted),
+    // as upstream prunes non-nullable nulls before validation.
+    for (key, property) in properties.into_iter().flatten() {
+        let nullable = property.get("nullable").and_then(Value::as_bool) == Some(true);
+        if !nullable && map.get(key).is_some_and(Value::is_null) {
+            match property.get("default") {
+                Some(default) => map.insert(key.clone(), default.clone()),
+                None => map.remove(key),
+            };
+        }
+    }
     let keys: Vec<String> = map.keys().cloned().collect();
     for key in keys {
         let child_path = if path.is_empty() {

@@ -39,8 +39,11 @@ pub struct Stored {
 
 impl Stored {
     pub fn value(&self) -> Value {
-        // The bytes were produced by serde_json from a Value, so they parse back.
-        serde_json::from_slice(&self.json).unwrap_or(Value::Null)
+        // The bytes were produced by serde_json from a Value no deeper than
+        // MAX_DEPTH, so they parse back, also past serde_json's usual 128.
+        let mut reader = serde_json::Deserializer::from_slice(&self.json);
+        reader.disable_recursion_limit();
+        serde::Deserialize::deserialize(&mut reader).unwrap_or(Value::Null)
     }
 
     pub fn field(&self, label: &str) -> Option<String> {
@@ -658,6 +661,7 @@ impl Inner {
         if ty.id() == CRD_TYPE {
             ResourceType::from_crd(&obj).map_err(|e| crd_invalid(ty, &name, &e))?;
         }
+        check_schema(ty, &version, &name, &obj, None)?;
         rules::prepare_create(
             ty,
             &mut obj,
@@ -807,6 +811,7 @@ impl Inner {
         if ty.id() == CRD_TYPE {
             ResourceType::from_crd(&new).map_err(|e| crd_invalid(ty, name, &e))?;
         }
+        check_schema(ty, &version, name, &new, Some(&old))?;
         if rules::spec_changed(&old, &new, status_sub) {
             let generation = old
                 .pointer("/metadata/generation")
@@ -1312,6 +1317,61 @@ fn apply_error(ty: &ResourceType, name: &str, e: apply::ApplyError) -> ApiError 
             ApiError::invalid(&target(ty, name), &ty.kind, "body", &msg)
         }
         apply::ApplyError::NotFound => ApiError::not_found(&target(ty, name)),
+    }
+}
+
+/// The deepest object the simulator stores. kube-apiserver reads JSON up to
+/// 10,000 levels; a bound keeps the simulator's recursive code (pruning,
+/// managed fields, reading back) within a thread's stack, and is far past
+/// the 128 levels of a serde_json reader, the bound the tests need to cross.
+const MAX_DEPTH: usize = 512;
+
+/// How deeply a value nests, counted without recursion.
+fn depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut pending = vec![(value, 1)];
+    while let Some((value, level)) = pending.pop() {
+        deepest = deepest.max(level);
+        match value {
+            Value::Array(items) => pending.extend(items.iter().map(|v| (v, level + 1))),
+            Value::Object(map) => pending.extend(map.values().map(|v| (v, level + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// A custom object against its CRD's schema and rules, on every write; any
+/// object against the depth the simulator stores.
+fn check_schema(
+    ty: &ResourceType,
+    version: &str,
+    name: &str,
+    obj: &Value,
+    old: Option<&Value>,
+) -> ApiResult<()> {
+    if depth(obj) > MAX_DEPTH {
+        return Err(ApiError::invalid(
+            &target(ty, name),
+            &ty.kind,
+            "<nil>",
+            &format!(
+                "Invalid value: the object nests deeper than the {MAX_DEPTH} levels the simulator stores"
+            ),
+        ));
+    }
+    let Some(schema) = ty.version(version).and_then(|v| v.schema.as_ref()) else {
+        return Ok(());
+    };
+    let causes = super::validate::validate(obj, old, schema);
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_causes(
+            &target(ty, name),
+            &ty.kind,
+            &causes,
+        ))
     }
 }
 

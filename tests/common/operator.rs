@@ -210,6 +210,11 @@ impl Env {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// The jobs as raw JSON: what the typed API cannot hold or would drop.
+    pub fn raw_jobs(&self) -> Api<kube::api::DynamicObject> {
+        Api::namespaced_with(self.client.clone(), &self.namespace, &real::jobs_resource())
+    }
+
     pub fn pods(&self) -> Api<Pod> {
         Api::namespaced(self.client.clone(), &self.namespace)
     }

@@ -371,7 +371,8 @@ pub fn with_token(admin: &Path, token: &str) -> String {
     serde_yaml::to_string(&kubeconfig).expect("kubeconfig YAML")
 }
 
-fn jobs_resource() -> kube::core::ApiResource {
+/// The job type, for untyped (`DynamicObject`) access.
+pub fn jobs_resource() -> kube::core::ApiResource {
     kube::core::ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("batch.tensorstack.dev", "v1beta1", "TensorFlowTrainingJob"),
         "tensorflowtrainingjobs",
