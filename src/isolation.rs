@@ -5,11 +5,15 @@
 //! tolerating every taint. Each member says what it allows
 //! (`MemberCluster.spec.podPolicy`, everything off by default); placement
 //! passes over a member that does not allow what the job asks, saying why.
-//! The home cluster's own admission (Pod Security) governs home. Pure.
+//! It also passes over a member whose namespace for the job enforces a Pod
+//! Security Standards level the pods do not meet (the namespace's
+//! `pod-security.kubernetes.io/enforce` label, else the member's
+//! `podPolicy.defaultPodSecurity`): the member's admission would refuse the
+//! pods. The home cluster's own admission governs home. Pure.
 
-use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::api::core::v1::{Container, PodSpec};
 
-use crate::api::PodPolicy;
+use crate::api::{PodPolicy, PodSecurityLevel};
 
 /// What a job's pods ask for, over all its replicas.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -23,6 +27,10 @@ pub struct Privileges {
     pub system_priority: Vec<String>,
     /// A toleration without a key that matches every taint.
     pub tolerates_every_taint: bool,
+    /// The first way a pod breaks the `baseline` Pod Security level.
+    pub breaks_baseline: Option<String>,
+    /// The first way a pod breaks the `restricted` level (or `baseline`).
+    pub breaks_restricted: Option<String>,
 }
 
 impl Privileges {
@@ -69,6 +77,24 @@ impl Privileges {
                 && t.operator.as_deref() == Some("Exists")
         }) {
             self.tolerates_every_taint = true;
+        }
+        if self.breaks_baseline.is_none() {
+            self.breaks_baseline = breaks_baseline(spec);
+        }
+        if self.breaks_restricted.is_none() {
+            self.breaks_restricted = self
+                .breaks_baseline
+                .clone()
+                .or_else(|| breaks_restricted(spec));
+        }
+    }
+
+    /// Why a namespace enforcing `level` would refuse these pods.
+    pub fn refused_at(&self, level: PodSecurityLevel) -> Option<&str> {
+        match level {
+            PodSecurityLevel::Privileged => None,
+            PodSecurityLevel::Baseline => self.breaks_baseline.as_deref(),
+            PodSecurityLevel::Restricted => self.breaks_restricted.as_deref(),
         }
     }
 
@@ -121,6 +147,203 @@ impl Privileges {
         }
         None
     }
+}
+
+/// The level each namespace enforces, from the namespaces' names and labels;
+/// a namespace without the enforce label is left out.
+pub fn enforced_levels(
+    namespaces: impl IntoIterator<Item = (String, std::collections::BTreeMap<String, String>)>,
+) -> std::collections::BTreeMap<String, PodSecurityLevel> {
+    namespaces
+        .into_iter()
+        .filter_map(|(name, labels)| {
+            let level = labels.get(PodSecurityLevel::ENFORCE_LABEL)?;
+            Some((name, PodSecurityLevel::from_label(level)))
+        })
+        .collect()
+}
+
+/// Capabilities the `baseline` level lets a container add.
+const BASELINE_CAPABILITIES: [&str; 13] = [
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+];
+
+/// Sysctls the `baseline` level allows.
+const SAFE_SYSCTLS: [&str; 8] = [
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+];
+
+/// Volume types the `restricted` level allows.
+const RESTRICTED_VOLUMES: [&str; 8] = [
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+];
+
+fn containers(spec: &PodSpec) -> impl Iterator<Item = &Container> {
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+}
+
+/// The first check of the Pod Security Standards' `baseline` level that
+/// `spec` fails (Kubernetes v1.3x: the checks that apply to Linux pods).
+fn breaks_baseline(spec: &PodSpec) -> Option<String> {
+    if spec.host_network == Some(true) || spec.host_pid == Some(true) || spec.host_ipc == Some(true)
+    {
+        return Some("hostNetwork, hostPID and hostIPC must be unset".into());
+    }
+    if spec.volumes.iter().flatten().any(|v| v.host_path.is_some()) {
+        return Some("hostPath volumes are forbidden".into());
+    }
+    let pod_context = spec.security_context.as_ref();
+    if let Some(sysctl) = pod_context
+        .and_then(|c| c.sysctls.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|s| !SAFE_SYSCTLS.contains(&s.name.as_str()))
+    {
+        return Some(format!("sysctl {} is forbidden", sysctl.name));
+    }
+    let unconfined = |seccomp: Option<&k8s_openapi::api::core::v1::SeccompProfile>| {
+        seccomp.is_some_and(|p| p.type_ == "Unconfined")
+    };
+    if unconfined(pod_context.and_then(|c| c.seccomp_profile.as_ref())) {
+        return Some("seccompProfile type Unconfined is forbidden".into());
+    }
+    for container in containers(spec) {
+        let name = &container.name;
+        let context = container.security_context.as_ref();
+        if context.and_then(|c| c.privileged) == Some(true) {
+            return Some(format!("container {name} must not be privileged"));
+        }
+        if let Some(added) = context
+            .and_then(|c| c.capabilities.as_ref())
+            .and_then(|c| c.add.as_ref())
+            .into_iter()
+            .flatten()
+            .find(|c| !BASELINE_CAPABILITIES.contains(&c.as_str()))
+        {
+            return Some(format!("container {name} must not add capability {added}"));
+        }
+        if container
+            .ports
+            .iter()
+            .flatten()
+            .any(|p| p.host_port.is_some_and(|h| h != 0))
+        {
+            return Some(format!("container {name} must not use hostPort"));
+        }
+        if context
+            .and_then(|c| c.proc_mount.as_deref())
+            .is_some_and(|m| m != "Default")
+        {
+            return Some(format!("container {name} must use the Default procMount"));
+        }
+        if unconfined(context.and_then(|c| c.seccomp_profile.as_ref())) {
+            return Some(format!(
+                "container {name}: seccompProfile type Unconfined is forbidden"
+            ));
+        }
+    }
+    None
+}
+
+/// The first check of the `restricted` level beyond `baseline` that `spec`
+/// fails.
+fn breaks_restricted(spec: &PodSpec) -> Option<String> {
+    if let Some(volume) = spec.volumes.iter().flatten().find(|v| {
+        let as_json = serde_json::to_value(v).unwrap_or_default();
+        as_json
+            .as_object()
+            .into_iter()
+            .flatten()
+            .any(|(key, _)| key != "name" && !RESTRICTED_VOLUMES.contains(&key.as_str()))
+    }) {
+        return Some(format!("volume {} is of a forbidden type", volume.name));
+    }
+    let pod_context = spec.security_context.as_ref();
+    let pod_non_root = pod_context.and_then(|c| c.run_as_non_root) == Some(true);
+    let pod_seccomp = pod_context
+        .and_then(|c| c.seccomp_profile.as_ref())
+        .map(|p| p.type_.as_str());
+    if pod_context.and_then(|c| c.run_as_user) == Some(0) {
+        return Some("runAsUser must not be 0".into());
+    }
+    for container in containers(spec) {
+        let name = &container.name;
+        let context = container.security_context.as_ref();
+        if context.and_then(|c| c.allow_privilege_escalation) != Some(false) {
+            return Some(format!(
+                "container {name} must set securityContext.allowPrivilegeEscalation=false"
+            ));
+        }
+        let capabilities = context.and_then(|c| c.capabilities.as_ref());
+        let drops_all = capabilities
+            .and_then(|c| c.drop.as_ref())
+            .is_some_and(|d| d.iter().any(|c| c == "ALL"));
+        if !drops_all {
+            return Some(format!(
+                "container {name} must set securityContext.capabilities.drop=[\"ALL\"]"
+            ));
+        }
+        if let Some(added) = capabilities
+            .and_then(|c| c.add.as_ref())
+            .into_iter()
+            .flatten()
+            .find(|c| *c != "NET_BIND_SERVICE")
+        {
+            return Some(format!("container {name} must not add capability {added}"));
+        }
+        match context.and_then(|c| c.run_as_non_root) {
+            Some(false) => {
+                return Some(format!("container {name} must not set runAsNonRoot=false"));
+            }
+            None if !pod_non_root => {
+                return Some(format!(
+                    "container {name} must set securityContext.runAsNonRoot=true (or the pod must)"
+                ));
+            }
+            _ => {}
+        }
+        if context.and_then(|c| c.run_as_user) == Some(0) {
+            return Some(format!("container {name} must not set runAsUser=0"));
+        }
+        let seccomp = context
+            .and_then(|c| c.seccomp_profile.as_ref())
+            .map(|p| p.type_.as_str())
+            .or(pod_seccomp);
+        if !matches!(seccomp, Some("RuntimeDefault" | "Localhost")) {
+            return Some(format!(
+                "container {name} must set securityContext.seccompProfile.type to RuntimeDefault or Localhost (or the pod must)"
+            ));
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -179,6 +402,7 @@ mod tests {
             allowed_service_accounts: vec!["cluster-admin-sa".into()],
             allowed_priority_classes: vec!["system-node-critical".into()],
             allow_tolerating_every_taint: true,
+            ..PodPolicy::default()
         };
         for (spec, why) in cases {
             let privileges = asking(spec);
@@ -194,5 +418,89 @@ mod tests {
             None,
             "a keyed toleration is fine"
         );
+    }
+
+    /// The Pod Security Standards, as kube-apiserver's PodSecurity admission
+    /// checks them (each row also passes the next looser level).
+    #[test]
+    fn pod_security_levels() {
+        use PodSecurityLevel::{Baseline, Privileged, Restricted};
+        let hardened = serde_json::json!({
+            "allowPrivilegeEscalation": false, "runAsNonRoot": true,
+            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}});
+        let plain = || serde_json::json!({"containers": [container(serde_json::json!({}))]});
+        let table: Vec<(serde_json::Value, PodSecurityLevel, &str)> = vec![
+            (
+                serde_json::json!({"containers": [container(serde_json::json!({"securityContext": hardened}))]}),
+                Restricted,
+                "",
+            ),
+            (
+                plain(),
+                Baseline,
+                "container tensorflow must set securityContext.allowPrivilegeEscalation=false",
+            ),
+            (
+                serde_json::json!({"hostNetwork": true, "containers": [container(serde_json::json!({}))]}),
+                Privileged,
+                "hostNetwork, hostPID and hostIPC must be unset",
+            ),
+            (
+                serde_json::json!({"containers": [container(serde_json::json!({"securityContext": {"privileged": true}}))]}),
+                Privileged,
+                "container tensorflow must not be privileged",
+            ),
+            (
+                serde_json::json!({"containers": [container(serde_json::json!({"securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}))]}),
+                Privileged,
+                "container tensorflow must not add capability SYS_ADMIN",
+            ),
+            (
+                serde_json::json!({"containers": [container(serde_json::json!({"ports": [{"containerPort": 80, "hostPort": 80}]}))]}),
+                Privileged,
+                "container tensorflow must not use hostPort",
+            ),
+            (
+                serde_json::json!({"volumes": [{"name": "data", "hostPath": {"path": "/data"}}], "containers": [container(serde_json::json!({}))]}),
+                Privileged,
+                "hostPath volumes are forbidden",
+            ),
+            (
+                serde_json::json!({"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}, "containers": [container(serde_json::json!({}))]}),
+                Privileged,
+                "sysctl kernel.msgmax is forbidden",
+            ),
+            (
+                serde_json::json!({"volumes": [{"name": "nfs", "nfs": {"server": "s", "path": "/"}}],
+                    "containers": [container(serde_json::json!({"securityContext": hardened}))]}),
+                Baseline,
+                "volume nfs is of a forbidden type",
+            ),
+            (
+                serde_json::json!({"securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [container(serde_json::json!({"securityContext": {
+                        "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}))]}),
+                Restricted,
+                "",
+            ),
+            (
+                serde_json::json!({"containers": [container(serde_json::json!({"securityContext": {
+                    "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+                    "seccompProfile": {"type": "RuntimeDefault"}}}))]}),
+                Baseline,
+                "container tensorflow must set securityContext.runAsNonRoot=true (or the pod must)",
+            ),
+        ];
+        for (spec, highest, why) in table {
+            let privileges = asking(spec.clone());
+            for level in [Privileged, Baseline, Restricted] {
+                let refused = privileges.refused_at(level);
+                if level <= highest {
+                    assert_eq!(refused, None, "{spec} at {level:?}");
+                } else {
+                    assert_eq!(refused, Some(why), "{spec} at {level:?}");
+                }
+            }
+        }
     }
 }

@@ -46,6 +46,9 @@ pub struct ClusterState {
     /// governs home).
     pub pod_policy: crate::api::PodPolicy,
     pub labels: BTreeMap<String, String>,
+    /// The Pod Security level each namespace with a
+    /// `pod-security.kubernetes.io/enforce` label enforces (members).
+    pub pod_security: BTreeMap<String, crate::api::PodSecurityLevel>,
     pub ready: bool,
     pub unschedulable: bool,
     /// Free capacity of each schedulable node.
@@ -73,6 +76,8 @@ pub const SYSTEM_NAMESPACES: [&str; 4] = [
 /// The job's placement policy (`spec.scheduler.federation`, defaults applied).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
+    /// The job's namespace, on home and on every member.
+    pub namespace: String,
     /// The job's namespace is a member's system namespace: members may not
     /// run it.
     pub system_namespace: Option<String>,
@@ -88,6 +93,7 @@ pub struct Policy {
 impl Default for Policy {
     fn default() -> Self {
         Policy {
+            namespace: String::new(),
             system_namespace: None,
             privileges: Default::default(),
             strategy: FederationStrategy::Pack,
@@ -105,7 +111,7 @@ impl Policy {
         let namespace = job.metadata.namespace.clone().unwrap_or_default();
         let system_namespace = SYSTEM_NAMESPACES
             .contains(&namespace.as_str())
-            .then_some(namespace);
+            .then(|| namespace.clone());
         let mut privileges = crate::isolation::Privileges::default();
         for spec in &job.spec.replica_specs {
             if let Some(pod) = spec.template.parse().ok().and_then(|t| t.spec) {
@@ -114,12 +120,14 @@ impl Policy {
         }
         let Some(f) = job.spec.federation() else {
             return Policy {
+                namespace,
                 system_namespace,
                 privileges,
                 ..Policy::default()
             };
         };
         Policy {
+            namespace,
             system_namespace,
             privileges,
             strategy: FederationStrategy::parse(&f.strategy).unwrap_or(FederationStrategy::Pack),
@@ -285,7 +293,12 @@ fn eligible<'a>(
     for c in clusters {
         let refused = c
             .member
-            .then(|| policy.privileges.refused_by(&c.pod_policy))
+            .then(|| {
+                policy
+                    .privileges
+                    .refused_by(&c.pod_policy)
+                    .or_else(|| pod_security_refusal(c, policy))
+            })
             .flatten();
         let reason = if c.member && policy.system_namespace.is_some() {
             Some("the job's namespace is a system namespace there")
@@ -318,6 +331,22 @@ fn eligible<'a>(
         }
     }
     out
+}
+
+/// Why the member's PodSecurity admission would refuse the job's pods in
+/// the job's namespace there.
+fn pod_security_refusal(c: &ClusterState, policy: &Policy) -> Option<String> {
+    let level = c
+        .pod_security
+        .get(&policy.namespace)
+        .copied()
+        .unwrap_or(c.pod_policy.default_pod_security);
+    let why = policy.privileges.refused_at(level)?;
+    Some(format!(
+        "namespace {} enforces Pod Security {:?}: {why}",
+        policy.namespace,
+        level.as_str()
+    ))
 }
 
 /// What decides whether a job can be placed: its policy and each replica's
@@ -839,6 +868,50 @@ mod tests {
         assert_eq!(
             err.reasons.get("home").map(String::as_str),
             Some("not in clusterNames")
+        );
+    }
+
+    #[test]
+    fn members_run_only_what_their_namespace_pod_security_admits() {
+        use crate::api::PodSecurityLevel;
+        let member = |name: &str, level: Option<PodSecurityLevel>| {
+            let mut c = cluster(name, 4, 4);
+            c.member = true;
+            if let Some(level) = level {
+                c.pod_security.insert("ml".into(), level);
+            }
+            c
+        };
+        let mut strict_default = member("member-3", None);
+        strict_default.pod_policy.default_pod_security = PodSecurityLevel::Restricted;
+        let clusters = vec![
+            member("member-1", Some(PodSecurityLevel::Restricted)),
+            member("member-2", Some(PodSecurityLevel::Baseline)),
+            strict_default,
+        ];
+        let mut privileges = crate::isolation::Privileges::default();
+        privileges.add(
+            &serde_json::from_value(serde_json::json!({"containers": [{"name": "tensorflow"}]}))
+                .expect("a pod spec"),
+        );
+        let policy = Policy {
+            namespace: "ml".into(),
+            privileges,
+            ..Policy::default()
+        };
+        let a = place(&job(2, 0, 1), &clusters, &policy).expect("member-2 admits it");
+        assert!(a.values().all(|c| c == "member-2"), "{a:?}");
+        let err = place(&job(9, 0, 2), &clusters, &policy).expect_err("too big for member-2");
+        let why = "enforces Pod Security \"restricted\": container tensorflow must set \
+                   securityContext.allowPrivilegeEscalation=false";
+        assert_eq!(
+            err.reasons.get("member-1").map(String::as_str),
+            Some(format!("namespace ml {why}").as_str())
+        );
+        assert_eq!(
+            err.reasons.get("member-3").map(String::as_str),
+            Some(format!("namespace ml {why}").as_str()),
+            "no label: the member's default"
         );
     }
 

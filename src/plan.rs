@@ -4,10 +4,11 @@
 //! each replica would go and why the other clusters were passed over.
 //! Nothing is written.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
@@ -79,24 +80,44 @@ pub async fn cluster_states(
                 .iter()
                 .any(|c| c.condition_type == "Ready" && c.status == "True")
         });
-        let nodes = match member_client(home, &member).await {
-            Ok(client) if ready => read_cluster(&client)
-                .await
-                .map(|c| c.nodes)
-                .unwrap_or_default(),
-            _ => Vec::new(),
+        let (nodes, pod_security) = match member_client(home, &member).await {
+            Ok(client) if ready => (
+                read_cluster(&client)
+                    .await
+                    .map(|c| c.nodes)
+                    .unwrap_or_default(),
+                pod_security_levels(&client).await.unwrap_or_default(),
+            ),
+            _ => Default::default(),
         };
         states.push(ClusterState {
             name: member.name_any(),
             member: true,
             pod_policy: member.spec.pod_policy.clone(),
             labels: member.labels().clone(),
+            pod_security,
             ready,
             unschedulable: member.spec.unschedulable,
             nodes,
         });
     }
     Ok(states)
+}
+
+/// The Pod Security level of each labelled namespace of a cluster.
+async fn pod_security_levels(
+    client: &Client,
+) -> kube::Result<BTreeMap<String, crate::api::PodSecurityLevel>> {
+    let labelled = ListParams::default().labels(crate::api::PodSecurityLevel::ENFORCE_LABEL);
+    let namespaces = Api::<Namespace>::all(client.clone())
+        .list_metadata(&labelled)
+        .await?;
+    Ok(crate::isolation::enforced_levels(
+        namespaces
+            .items
+            .into_iter()
+            .map(|ns| (ns.name_any(), ns.labels().clone())),
+    ))
 }
 
 /// The dry run's report, as printed.

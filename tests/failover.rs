@@ -900,30 +900,68 @@ async fn deleting_an_ended_job_after_a_restart_cleans_every_member(ground: Groun
 }
 
 /// Objects of a job that no longer exists are swept periodically, not only
-/// when a member connects.
-async fn the_sweep_runs_periodically(ground: Ground) {
+/// when a member connects; but only those this controller made (signed): a
+/// pod a user made with our labels is never deleted.
+async fn the_sweep_runs_periodically_and_deletes_only_what_we_made(ground: Ground) {
     let f = start(ground, "sweepIntervalMs: 1000\n").await;
     wait_ready(&f.members(), "member-1", "True").await;
     let pods: Api<Pod> = Api::namespaced(f.clients["member-1"].clone(), "default");
-    let orphan: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "orphan-worker-0", "labels": {
-            "app.kubernetes.io/managed-by": "tfjob-federator",
-            "federation.tfjob.io/job-name": "orphan",
-            "federation.tfjob.io/job-uid": "no-such-job",
-            "federation.tfjob.io/placement-epoch": "0"}},
-        "spec": {"containers": [{"name": "tensorflow", "image": "tf"}]},
-    }))
-    .expect("a pod");
-    pods.create(&PostParams::default(), &orphan)
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(f.clients["home"].clone(), "tfjob-federator");
+    let key = secrets
+        .get(tfjob_federator::signing::KEY_SECRET)
         .await
-        .expect("create the orphan");
+        .expect("the signing key")
+        .data
+        .and_then(|d| d.get(tfjob_federator::signing::KEY_FIELD).cloned())
+        .expect("the key field");
+    let signer = tfjob_federator::signing::Signer::new(&key.0, None);
+    let left_by = |name: &str, signature: Option<String>| -> Pod {
+        let mut annotations = serde_json::Map::new();
+        if let Some(signature) = signature {
+            annotations.insert("federation.tfjob.io/signature".into(), json!(signature));
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "annotations": annotations, "labels": {
+                "app.kubernetes.io/managed-by": "tfjob-federator",
+                "federation.tfjob.io/job-name": "orphan",
+                "federation.tfjob.io/job-uid": "no-such-job",
+                "federation.tfjob.io/replica-type": "worker",
+                "federation.tfjob.io/replica-index": "0",
+                "federation.tfjob.io/placement-epoch": "0"}},
+            "spec": {"containers": [{"name": "tensorflow", "image": "tf"}]},
+        }))
+        .expect("a pod")
+    };
+    let ours = tfjob_federator::signing::subject("no-such-job", "worker-0", "0", "Pod");
+    for pod in [
+        left_by("orphan-worker-0", Some(signer.sign(&ours))),
+        left_by("users-pod", None),
+        left_by("forged", Some("bm90IGEgc2lnbmF0dXJl".into())),
+    ] {
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("create a pod");
+    }
     eventually_within("the orphan to be swept", WAIT, async || {
         let pod = pods.get_opt("orphan-worker-0").await.ok()?;
         pod.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
             .then_some(())
     })
     .await;
+    // Three more sweeps: what we did not make stays.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for name in ["users-pod", "forged"] {
+        let pod = pods.get_opt(name).await.expect("read the pod");
+        assert!(
+            pod.is_some_and(|p| p.metadata.deletion_timestamp.is_none()),
+            "{name} was left alone"
+        );
+        pods.delete(name, &Default::default())
+            .await
+            .expect("clean up");
+    }
 }
 
 /// A home user's job in a namespace that is a member's own (`kube-system`)
@@ -1046,6 +1084,64 @@ async fn a_member_runs_only_what_its_pod_policy_allows(ground: Ground) {
         .patch("member-2", &Default::default(), &allow(false))
         .await
         .expect("back to the default");
+    assert_eq!(
+        placed.keys().collect::<Vec<_>>(),
+        ["member-2"],
+        "{placed:?}"
+    );
+}
+
+/// Labels namespace `default` of a member with a Pod Security level to
+/// enforce, or removes the label (`None`).
+async fn enforce_pod_security(f: &Federation, member: &str, level: Option<&str>) {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> =
+        Api::all(f.clients[member].clone());
+    let label = json!({"metadata": {"labels": {"pod-security.kubernetes.io/enforce": level}}});
+    namespaces
+        .patch(
+            "default",
+            &PatchParams::default(),
+            &kube::api::Patch::Merge(label),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{member}: label namespace default: {e}"));
+}
+
+/// A member's namespace that enforces a Pod Security level gets only pods
+/// that meet it: its admission would refuse the rest. The job waits,
+/// saying why per member, and goes where the level admits it once one does.
+async fn a_member_runs_only_what_its_namespace_pod_security_admits(ground: Ground) {
+    let f = start(ground, "").await;
+    for member in ["member-1", "member-2"] {
+        enforce_pod_security(&f, member, Some("restricted")).await;
+    }
+    f.submit(gpu_job("plain", &[("worker", 1, 1)], json!({}), "300"))
+        .await;
+    let waiting = f
+        .wait_job("plain", "waiting, saying why", WAIT, |j| {
+            condition(j, "Initialized").is_some_and(|c| c["reason"] == "WaitingForCapacity")
+        })
+        .await;
+    let message = condition(&waiting, "Initialized")
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    for member in ["member-1", "member-2"] {
+        let why = format!(
+            "{member}: namespace default enforces Pod Security \"restricted\": container tensorflow must set securityContext.allowPrivilegeEscalation=false"
+        );
+        assert!(message.contains(&why), "{message}");
+    }
+    assert!(
+        f.pods_on("plain", &CLUSTERS).await.is_empty(),
+        "no pod anywhere"
+    );
+    enforce_pod_security(&f, "member-2", Some("baseline")).await;
+    f.wait_phase("plain", "Running", WAIT).await;
+    let placed = f.pod_names_on("plain", &CLUSTERS).await;
+    for member in ["member-1", "member-2"] {
+        enforce_pod_security(&f, member, None).await;
+    }
     assert_eq!(
         placed.keys().collect::<Vec<_>>(),
         ["member-2"],
@@ -1198,10 +1294,11 @@ on_both_grounds!(
     a_member_namespace_deleted_under_a_running_job,
     a_finalizer_removed_by_hand_leaves_nothing_behind,
     a_member_runs_only_what_its_pod_policy_allows,
+    a_member_runs_only_what_its_namespace_pod_security_admits,
     a_user_written_placement_annotation_is_ignored,
     a_job_in_a_system_namespace_never_lands_on_a_member,
     deleting_an_ended_job_after_a_restart_cleans_every_member,
-    the_sweep_runs_periodically,
+    the_sweep_runs_periodically_and_deletes_only_what_we_made,
     a_failed_secret_read_at_start_up_changes_nothing,
     deleting_a_member_cluster_under_a_running_job,
     cluster_loss_without_restart_budget_fails_the_job,

@@ -1,7 +1,8 @@
 //! Member clusters: for every MemberCluster on home, a client built from
 //! its kubeconfig Secret (rebuilt when the Secret changes), a ClusterActor
-//! for the managed pods, a health probe, and the capacity informers (nodes
-//! and active pods) whose numbers go to the MemberCluster's status.
+//! for the managed pods, a health probe, the capacity informers (nodes
+//! and active pods) whose numbers go to the MemberCluster's status, and an
+//! informer of the namespaces that enforce a Pod Security level.
 //!
 //! It is also where placements are decided, one at a time, so that the
 //! reservation ledger sees every decision: jobs waiting for capacity are
@@ -31,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{self, Store};
@@ -42,7 +43,7 @@ use serde_json::json;
 use super::Shared;
 use super::call::Backoff;
 use super::cluster::{ClusterActor, ClusterHandle};
-use crate::api::{ClusterCondition, MemberCluster, MemberClusterStatus};
+use crate::api::{ClusterCondition, MemberCluster, MemberClusterStatus, PodSecurityLevel};
 use crate::builders::DEFAULT_ADDRESS_TEMPLATE;
 use crate::capacity::{self, Capacity};
 use crate::placement::{self, Assignment, ClusterState, Demand, Ledger, Policy};
@@ -132,12 +133,56 @@ impl CapacityWatch {
     }
 }
 
+/// The Pod Security level each labelled namespace of a member enforces.
+#[derive(Clone)]
+pub struct PodSecurityWatch {
+    namespaces: Store<kube::core::PartialObjectMeta<Namespace>>,
+    _informer: Arc<Informers>,
+}
+
+impl PodSecurityWatch {
+    /// Watches the metadata of the namespaces that carry the enforce label;
+    /// `changed` hears of every change (a waiting job may fit now).
+    pub fn start(client: &Client, changed: Recipient<CapacityFreed>) -> PodSecurityWatch {
+        let (namespaces, writer) = reflector::store();
+        let labelled = watcher::Config::default().labels(PodSecurityLevel::ENFORCE_LABEL);
+        let stream = reflector::reflector(
+            writer,
+            watcher(
+                Api::<kube::core::PartialObjectMeta<Namespace>>::all(client.clone()),
+                labelled,
+            )
+            .default_backoff(),
+        );
+        let informer = Informers(vec![tokio::spawn(stream.for_each(move |event| {
+            if event.is_ok() {
+                changed.do_send(CapacityFreed);
+            }
+            futures::future::ready(())
+        }))]);
+        PodSecurityWatch {
+            namespaces,
+            _informer: Arc::new(informer),
+        }
+    }
+
+    pub fn levels(&self) -> BTreeMap<String, PodSecurityLevel> {
+        crate::isolation::enforced_levels(
+            self.namespaces
+                .state()
+                .iter()
+                .map(|ns| (ns.name_any(), ns.labels().clone())),
+        )
+    }
+}
+
 /// A member cluster the controller is connected to; dropping it stops its
 /// informers.
 pub struct Member {
     pub handle: ClusterHandle,
     _actor: Addr<ClusterActor>,
     pub capacity: CapacityWatch,
+    pub pod_security: PodSecurityWatch,
     pub ready: bool,
     /// The last good probe (or the connection, before any).
     last_ready: Instant,
@@ -320,10 +365,11 @@ impl MemberSupervisor {
                     let (actor, handle) = ClusterActor::replacing(name.clone(), client.clone(), act.shared.metrics.clone(), previous.as_ref());
                     let actor = actor.start();
                     let capacity = CapacityWatch::start(&client, ctx.address().recipient());
+                    let pod_security = PodSecurityWatch::start(&client, ctx.address().recipient());
                     tracing::info!(cluster = %name, "member cluster connected");
                     let (lost, swept) = act.members.get(&name).map_or((false, false), |m| (m.lost, m.swept));
                     act.unusable.remove(&name);
-                    act.members.insert(name.clone(), Member { handle, _actor: actor, capacity, ready: false, last_ready: Instant::now(), lost, swept, sweeping: false, secret_version: version });
+                    act.members.insert(name.clone(), Member { handle, _actor: actor, capacity, pod_security, ready: false, last_ready: Instant::now(), lost, swept, sweeping: false, secret_version: version });
                     act.answer_resolves();
                     act.probe(ctx, name.clone());
                 }
@@ -374,8 +420,9 @@ impl MemberSupervisor {
         let home = self.shared.home.client.clone();
         let name = name.to_string();
         let me = ctx.address();
+        let signer = self.shared.signer.clone();
         tokio::spawn(async move {
-            let result = super::sweeper::sweep(&client, &name, &home)
+            let result = super::sweeper::sweep(&client, &name, &home, &signer)
                 .await
                 .map_err(|e| e.to_string());
             me.do_send(Swept { name, result });
@@ -495,6 +542,7 @@ impl MemberSupervisor {
                 member: true,
                 pod_policy: spec.spec.pod_policy.clone(),
                 labels: spec.labels().clone(),
+                pod_security: member.map(|m| m.pod_security.levels()).unwrap_or_default(),
                 ready: member.is_some_and(Member::placeable),
                 unschedulable: spec.spec.unschedulable,
                 nodes: member

@@ -1,7 +1,10 @@
 //! The garbage sweep of one member cluster (decisions in `crate::sweep`):
 //! lists what this controller made there, then the jobs on home, and
-//! deletes what no job accounts for. Run when a member is connected and
-//! when it returns after being lost, before it takes new replicas.
+//! deletes what no job accounts for. Run when a member is connected, when
+//! it returns after being lost (before it takes new replicas), and every
+//! `sweepIntervalMs`. A pod or service counts as made by this controller
+//! only when its signature verifies (`crate::signing`): one a user made with
+//! our labels is never deleted.
 
 use std::collections::HashMap;
 
@@ -10,7 +13,11 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Parti
 use kube::{Client, ResourceExt};
 
 use crate::api::{ListedJob, TensorFlowTrainingJobStatus};
-use crate::builders::{self, MANAGED_SELECTOR};
+use crate::builders::{
+    self, JOB_UID_LABEL, MANAGED_SELECTOR, PLACEMENT_EPOCH_LABEL, REPLICA_INDEX_LABEL,
+    REPLICA_TYPE_LABEL,
+};
+use crate::signing::{self, SIGNATURE_ANNOTATION, Signer};
 use crate::sweep::{self, JobRecord};
 
 /// An object found on the member: where to delete it, and its labels.
@@ -19,6 +26,34 @@ struct Found {
     name: String,
     kind: &'static str,
     labels: std::collections::BTreeMap<String, String>,
+    signature: Option<String>,
+    created: Option<jiff::Timestamp>,
+}
+
+impl Found {
+    /// Whether this controller made it. Pods and services are signed
+    /// (`subject`: job uid, replica, epoch, kind); PodGroups are not, and
+    /// are known by their labels.
+    fn made_by(&self, signer: &Signer) -> bool {
+        let kind = match self.kind {
+            "pod" => "Pod",
+            "service" => "Service",
+            _ => return true,
+        };
+        let label = |key: &str| self.labels.get(key).map_or("", String::as_str);
+        let replica = format!(
+            "{}-{}",
+            label(REPLICA_TYPE_LABEL),
+            label(REPLICA_INDEX_LABEL)
+        );
+        let subject = signing::subject(
+            label(JOB_UID_LABEL),
+            &replica,
+            label(PLACEMENT_EPOCH_LABEL),
+            kind,
+        );
+        signer.trusts(&subject, self.signature.as_deref(), self.created)
+    }
 }
 
 /// Lists the managed objects of one kind on the member; a kind whose CRD
@@ -48,13 +83,20 @@ async fn list_kind(
             name: object.name_any(),
             kind,
             labels: object.labels().clone(),
+            signature: object.annotations().get(SIGNATURE_ANNOTATION).cloned(),
+            created: object.metadata.creation_timestamp.as_ref().map(|t| t.0),
         })
         .collect())
 }
 
 /// Deletes the member's managed objects that no job on home accounts for;
 /// returns how many it deleted.
-pub async fn sweep(member: &Client, cluster: &str, home: &Client) -> kube::Result<usize> {
+pub async fn sweep(
+    member: &Client,
+    cluster: &str,
+    home: &Client,
+    signer: &Signer,
+) -> kube::Result<usize> {
     let mut found = list_kind(member, ApiResource::erase::<Pod>(&()), "pod").await?;
     found.extend(list_kind(member, ApiResource::erase::<Service>(&()), "service").await?);
     found.extend(list_kind(member, builders::pod_group_resource(), "PodGroup").await?);
@@ -78,6 +120,10 @@ pub async fn sweep(member: &Client, cluster: &str, home: &Client) -> kube::Resul
     let mut deleted = 0;
     for object in found {
         if !sweep::is_garbage(&object.labels, cluster, &jobs) {
+            continue;
+        }
+        if !object.made_by(signer) {
+            tracing::debug!(%cluster, kind = object.kind, name = %object.name, "an object carries our labels but not our signature; left alone");
             continue;
         }
         match object

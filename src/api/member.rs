@@ -76,6 +76,48 @@ pub struct PodPolicy {
     /// every taint.
     #[serde(default)]
     pub allow_tolerating_every_taint: bool,
+    /// The Pod Security level the member enforces in a namespace without a
+    /// `pod-security.kubernetes.io/enforce` label: its PodSecurity admission
+    /// default, which the API does not show (Kubernetes' own default is
+    /// `privileged`).
+    #[serde(default)]
+    pub default_pod_security: PodSecurityLevel,
+}
+
+/// A Pod Security Standards level, as the
+/// `pod-security.kubernetes.io/enforce` namespace label names it.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum PodSecurityLevel {
+    #[default]
+    Privileged,
+    Baseline,
+    Restricted,
+}
+
+impl PodSecurityLevel {
+    /// The namespace label that says which level a namespace enforces.
+    pub const ENFORCE_LABEL: &str = "pod-security.kubernetes.io/enforce";
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodSecurityLevel::Privileged => "privileged",
+            PodSecurityLevel::Baseline => "baseline",
+            PodSecurityLevel::Restricted => "restricted",
+        }
+    }
+
+    /// A label value; one that is not a level counts as `restricted`, the
+    /// safe reading (PodSecurity admission refuses to guess).
+    pub fn from_label(value: &str) -> PodSecurityLevel {
+        match value {
+            "privileged" => PodSecurityLevel::Privileged,
+            "baseline" => PodSecurityLevel::Baseline,
+            _ => PodSecurityLevel::Restricted,
+        }
+    }
 }
 
 fn default_address_template() -> String {

@@ -516,6 +516,11 @@ pub async fn clean_slate(clusters: &RealClusters, names: &[&str]) {
             .request_text(heal)
             .await
             .unwrap_or_else(|e| panic!("{cluster}: faults healed: {e}"));
+        // Pod Security an earlier test enforced in `default`.
+        let unlabel = json!({"metadata": {"labels": {"pod-security.kubernetes.io/enforce": null}}});
+        let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .patch("default", &PatchParams::default(), &Patch::Merge(unlabel))
+            .await;
         delete_all::<k8s_openapi::api::core::v1::Service>(&client, &managed).await;
         let pods = delete_all::<k8s_openapi::api::core::v1::Pod>(&client, &managed).await;
         let deadline = Instant::now() + Duration::from_secs(30);
