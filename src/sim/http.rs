@@ -108,7 +108,76 @@ pub fn error_response(err: &ApiError) -> Response<Body> {
 }
 
 /// Parses a JSON request body; an empty body is an error unless allowed.
+/// The deepest JSON the simulator reads or stores. kube-apiserver reads up
+/// to 10,000 levels; the simulator's recursive code (decoding, pruning,
+/// managed fields) must stay within a thread's stack, and 512 is far past
+/// the 128 levels of a default serde_json reader, which clients may hit.
+pub const MAX_DEPTH: usize = 512;
+
+/// How deeply JSON text nests: brackets outside strings, counted without
+/// parsing (so without recursion).
+pub fn nesting(text: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &byte in text {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 pub fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))
+    let bad =
+        |detail: String| ApiError::bad_request(format!("error decoding request body: {detail}"));
+    if nesting(body) > MAX_DEPTH {
+        return Err(bad(format!("nested deeper than {MAX_DEPTH} levels")));
+    }
+    let mut reader = serde_json::Deserializer::from_slice(body);
+    reader.disable_recursion_limit();
+    let value = serde::Deserialize::deserialize(&mut reader).map_err(|e| bad(e.to_string()))?;
+    reader.end().map_err(|e| bad(e.to_string()))?;
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(depth: usize) -> String {
+        format!("{}1{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    #[test]
+    fn bodies_nest_up_to_the_bound_past_serde_jsons_own() {
+        assert_eq!(nesting(br#"{"a": "[{[", "b": [1, {"c": "\"]"}]}"#), 3);
+        assert!(parse_json(nested(300).as_bytes()).is_ok(), "past 128");
+        assert!(parse_json(nested(MAX_DEPTH).as_bytes()).is_ok());
+        let refused = parse_json(nested(MAX_DEPTH + 1).as_bytes()).expect_err("too deep");
+        assert!(
+            refused.message.contains("nested deeper than 512"),
+            "{}",
+            refused.message
+        );
+        assert!(parse_json(b"{} trailing").is_err(), "one value only");
+        assert!(
+            parse_json(nested(100_000).as_bytes()).is_err(),
+            "no stack overflow"
+        );
+    }
 }

@@ -40,7 +40,7 @@ pub struct Stored {
 impl Stored {
     pub fn value(&self) -> Value {
         // The bytes were produced by serde_json from a Value no deeper than
-        // MAX_DEPTH, so they parse back, also past serde_json's usual 128.
+        // http::MAX_DEPTH, so they parse back, past serde_json's usual 128.
         let mut reader = serde_json::Deserializer::from_slice(&self.json);
         reader.disable_recursion_limit();
         serde::Deserialize::deserialize(&mut reader).unwrap_or(Value::Null)
@@ -1320,12 +1320,6 @@ fn apply_error(ty: &ResourceType, name: &str, e: apply::ApplyError) -> ApiError 
     }
 }
 
-/// The deepest object the simulator stores. kube-apiserver reads JSON up to
-/// 10,000 levels; a bound keeps the simulator's recursive code (pruning,
-/// managed fields, reading back) within a thread's stack, and is far past
-/// the 128 levels of a serde_json reader, the bound the tests need to cross.
-const MAX_DEPTH: usize = 512;
-
 /// How deeply a value nests, counted without recursion.
 fn depth(value: &Value) -> usize {
     let mut deepest = 0;
@@ -1350,13 +1344,14 @@ fn check_schema(
     obj: &Value,
     old: Option<&Value>,
 ) -> ApiResult<()> {
-    if depth(obj) > MAX_DEPTH {
+    if depth(obj) > super::http::MAX_DEPTH {
         return Err(ApiError::invalid(
             &target(ty, name),
             &ty.kind,
             "<nil>",
             &format!(
-                "Invalid value: the object nests deeper than the {MAX_DEPTH} levels the simulator stores"
+                "Invalid value: the object nests deeper than the {} levels the simulator stores",
+                super::http::MAX_DEPTH
             ),
         ));
     }
