@@ -4,7 +4,9 @@
 //! panic, hang or allocate beyond bounds. Strategies shared with the
 //! simulator's own property tests (patches, selectors) live here too.
 //! proptest keeps every failing case it finds in `proptest-regressions/`
-//! (committed), and replays them first on every run.
+//! (committed), and replays them first on every run; inputs found to hurt
+//! in any other way are kept as files in `tests/corpus/` and replayed by
+//! `the_corpus_of_past_poison_inputs_stays_harmless`.
 
 use proptest::prelude::*;
 use serde_json::{Map, Value};
@@ -151,6 +153,55 @@ mod tests {
         })
     }
 
+    /// Validation, placement's view and, for a valid job, every builder:
+    /// no panic, nothing sized by an unchecked count.
+    fn exercise(job: &TensorFlowTrainingJob) {
+        let valid = crate::validation::validate(job).is_ok();
+        let keys = job.spec.replica_keys();
+        assert!(keys.len() <= 4 * crate::api::MAX_REPLICAS as usize);
+        let _ = crate::placement::demands(job);
+        let _ = crate::placement::Policy::of_job(job);
+        if valid {
+            let topology = Topology::new("home");
+            for key in keys.iter().take(8) {
+                let params = PodParams {
+                    topology: &topology,
+                    epoch: 1,
+                    mode: PodMode::Debug,
+                    owner: None,
+                };
+                let _ = builders::build_pod(job, *key, &params);
+                let _ = builders::build_service(job, *key, 1, None);
+            }
+            let _ = builders::build_pod_group(job, 1, None);
+            let _ = builders::build_tensorboard(job);
+        }
+    }
+
+    /// Every input that once crashed, aborted or stalled the controller
+    /// (`tests/corpus/`, one job per file; add each new one found) goes the
+    /// controller's way: decoded as listed, read, validated, built.
+    #[test]
+    fn the_corpus_of_past_poison_inputs_stays_harmless() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).expect("tests/corpus") {
+            let path = entry.expect("a corpus entry").path();
+            let text = std::fs::read_to_string(&path).expect("a corpus file");
+            let listed: crate::api::ListedJob =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            seen += 1;
+            if listed.unreadable.is_some() {
+                continue;
+            }
+            let object = serde_json::to_value(&listed.object).expect("the object as JSON");
+            if let Ok(job) = serde_path_to_error::deserialize::<_, TensorFlowTrainingJob>(object) {
+                exercise(&job);
+            }
+        }
+        assert!(seen >= 8, "the corpus is there: {seen} files");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
@@ -159,21 +210,7 @@ mod tests {
         #[test]
         fn any_job_is_read_validated_and_built_without_panic(spec in prop_oneof![1 => json(5), 3 => spec()]) {
             if let Some(job) = read(spec) {
-                let valid = crate::validation::validate(&job).is_ok();
-                let keys = job.spec.replica_keys();
-                prop_assert!(keys.len() <= 4 * crate::api::MAX_REPLICAS as usize);
-                let _ = crate::placement::demands(&job);
-                let _ = crate::placement::Policy::of_job(&job);
-                if valid {
-                    let topology = Topology::new("home");
-                    for key in keys.iter().take(8) {
-                        let params = PodParams { topology: &topology, epoch: 1, mode: PodMode::Debug, owner: None };
-                        let _ = builders::build_pod(&job, *key, &params);
-                        let _ = builders::build_service(&job, *key, 1, None);
-                    }
-                    let _ = builders::build_pod_group(&job, 1, None);
-                    let _ = builders::build_tensorboard(&job);
-                }
+                exercise(&job);
             }
         }
 
