@@ -9,7 +9,12 @@
 //!   counts on (home, and the members whose `Ready` is True: a lost member's
 //!   pods are abandoned by design until it returns and is swept);
 //! - every job reaches a terminal phase, and no terminal phase changes;
-//! - restart counts never go down;
+//! - restart counts never go down, and each real restart is counted exactly
+//!   once: the jobs whose workers each exit 137 once run on home, which is
+//!   never lost, so each counts exactly 2 restarts whatever the controller
+//!   went through; the others never exit with an error, so each counts
+//!   exactly its failovers (one per placement epoch: the first placement
+//!   is epoch 0), at most one per loss of a member;
 //! - once every job is deleted, no managed pod, service or PodGroup is left
 //!   on any cluster;
 //! - no panic in the controllers' log.
@@ -150,21 +155,26 @@ async fn sample(clients: &BTreeMap<String, kube::Client>, seen: &Mutex<Seen>) {
     }
 }
 
+/// Whether chaos job `index` is one whose workers each exit 137 once.
+fn restarts_by_exit(index: usize) -> bool {
+    index.is_multiple_of(2)
+}
+
 /// A job of two workers (1 GPU each), packed (so every cluster gets jobs:
 /// Spread deals replicas to the first clusters by name); every other
-/// job's workers are killed (137) on their first attempt, so restarts happen.
+/// job's workers are killed (137) on their first attempt, so restarts
+/// happen — those jobs run on home, whose attempts no failover resets.
 fn chaos_job(index: usize) -> Value {
     let name = format!("chaos-{index}");
     let run = ["5", "7", "9"][index % 3];
-    let mut job = gpu_job(
-        &name,
-        &[("worker", 2, 1)],
-        json!({"runPolicy": {"backoffLimit": 8, "cleanUpPolicy": "all"}}),
-        run,
-    );
+    let mut extra = json!({"runPolicy": {"backoffLimit": 8, "cleanUpPolicy": "all"}});
+    if restarts_by_exit(index) {
+        extra["scheduler"] = json!({"federation": {"clusterNames": ["home"]}});
+    }
+    let mut job = gpu_job(&name, &[("worker", 2, 1)], extra, run);
     if let Some(worker) = job["spec"]["replicaSpecs"][0].as_object_mut() {
         worker.insert("restartPolicy".into(), json!("OnFailure"));
-        if index.is_multiple_of(2) {
+        if restarts_by_exit(index) {
             worker["template"]["metadata"]["annotations"]["sim.federation.tfjob.io/exit-codes"] =
                 json!("137,0");
         }
@@ -244,6 +254,22 @@ async fn chaos_run(ground: Ground) {
         );
         pause(500).await;
     }
+    // Each real restart counted exactly once.
+    let mut miscounted = Vec::new();
+    for index in 0..jobs {
+        let name = format!("chaos-{index}");
+        let job = f.jobs().get(&name).await.expect("the job");
+        let backoff = job.data["status"]["backoffCount"].as_i64().unwrap_or(0);
+        let epoch = job.data["status"]["placement"]["epoch"]
+            .as_i64()
+            .unwrap_or(0);
+        let expected = if restarts_by_exit(index) { 2 } else { epoch };
+        if backoff != expected || (!restarts_by_exit(index) && backoff > rounds as i64) {
+            miscounted.push(format!(
+                "{name}: backoffCount {backoff}, want {expected} (placement epoch {epoch})"
+            ));
+        }
+    }
     // A controller killed after the jobs ended and before they are deleted.
     f.kill_controller();
     f.restart_controller();
@@ -283,9 +309,10 @@ async fn chaos_run(ground: Ground) {
         .count();
     println!(
         "chaos run ({ground:?}): {jobs} jobs, {faults} faults, {lost} member losses, \
-         {failovers} failovers, {} samples, {restarts} restarts counted, {} duplicates, \
-         {} orphans, {} regressions, {} uncounted, {panics} panics",
+         {failovers} failovers, {} samples, {restarts} restarts counted, {} miscounted, \
+         {} duplicates, {} orphans, {} regressions, {} uncounted, {panics} panics",
         seen.samples,
+        miscounted.len(),
         seen.duplicates.len(),
         orphans.len(),
         seen.regressions.len(),
@@ -314,6 +341,10 @@ async fn chaos_run(ground: Ground) {
         seen.uncounted.is_empty(),
         "a restart count went down: {:?}",
         seen.uncounted
+    );
+    assert!(
+        miscounted.is_empty(),
+        "restarts not counted once each: {miscounted:#?}"
     );
     assert!(orphans.is_empty(), "left behind: {orphans:?}");
     assert_eq!(panics, 0, "a controller panicked");
