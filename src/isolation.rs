@@ -149,6 +149,14 @@ impl Privileges {
     }
 }
 
+/// Why a member with `policy` may not run a job of `namespace`; None if it
+/// may.
+pub fn namespace_refused(policy: &PodPolicy, namespace: &str) -> Option<String> {
+    let listed = &policy.allowed_namespaces;
+    (!listed.is_empty() && !listed.iter().any(|n| n == namespace))
+        .then(|| format!("namespace {namespace} is not allowed (spec.podPolicy.allowedNamespaces)"))
+}
+
 /// The level each namespace enforces, from the namespaces' names and labels;
 /// a namespace without the enforce label is left out.
 pub fn enforced_levels(

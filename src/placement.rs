@@ -294,9 +294,8 @@ fn eligible<'a>(
         let refused = c
             .member
             .then(|| {
-                policy
-                    .privileges
-                    .refused_by(&c.pod_policy)
+                crate::isolation::namespace_refused(&c.pod_policy, &policy.namespace)
+                    .or_else(|| policy.privileges.refused_by(&c.pod_policy))
                     .or_else(|| pod_security_refusal(c, policy))
             })
             .flatten();
@@ -913,6 +912,28 @@ mod tests {
             Some(format!("namespace ml {why}").as_str()),
             "no label: the member's default"
         );
+    }
+
+    #[test]
+    fn members_run_only_the_namespaces_they_allow() {
+        let mut open = cluster("member-1", 4, 4);
+        open.member = true;
+        let mut listing = cluster("member-2", 4, 4);
+        listing.member = true;
+        listing.pod_policy.allowed_namespaces = vec!["research".into()];
+        let clusters = vec![open, listing];
+        let in_namespace = |namespace: &str| Policy {
+            namespace: namespace.into(),
+            names: vec!["member-2".into()],
+            ..Policy::default()
+        };
+        let err = place(&job(1, 0, 1), &clusters, &in_namespace("ml")).expect_err("not allowed");
+        assert_eq!(
+            err.reasons.get("member-2").map(String::as_str),
+            Some("namespace ml is not allowed (spec.podPolicy.allowedNamespaces)")
+        );
+        let a = place(&job(1, 0, 1), &clusters, &in_namespace("research")).expect("allowed");
+        assert!(a.values().all(|c| c == "member-2"), "{a:?}");
     }
 
     #[test]

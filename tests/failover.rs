@@ -1091,6 +1091,63 @@ async fn a_member_runs_only_what_its_pod_policy_allows(ground: Ground) {
     );
 }
 
+/// A member that lists the namespaces it allows gets no replica of a job
+/// in another one (and so no namespace created for it); the job waits,
+/// saying why, until the member allows its namespace.
+async fn a_member_runs_only_the_namespaces_it_allows(ground: Ground) {
+    let f = start(ground, "").await;
+    let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
+    let allow = |namespaces: Value| {
+        kube::api::Patch::Merge(json!({"spec": {"podPolicy": {"allowedNamespaces": namespaces}}}))
+    };
+    for member in ["member-1", "member-2"] {
+        members
+            .patch(member, &Default::default(), &allow(json!(["research"])))
+            .await
+            .expect("allow only research");
+    }
+    let on_members =
+        json!({"scheduler": {"federation": {"clusterNames": ["member-1", "member-2"]}}});
+    f.submit(gpu_job("elsewhere", &[("worker", 1, 1)], on_members, "300"))
+        .await;
+    let waiting = f
+        .wait_job("elsewhere", "waiting, saying why", WAIT, |j| {
+            condition(j, "Initialized").is_some_and(|c| c["reason"] == "WaitingForCapacity")
+        })
+        .await;
+    let message = condition(&waiting, "Initialized")
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    for member in ["member-1", "member-2"] {
+        let why = format!(
+            "{member}: namespace default is not allowed (spec.podPolicy.allowedNamespaces)"
+        );
+        assert!(message.contains(&why), "{message}");
+    }
+    members
+        .patch(
+            "member-2",
+            &Default::default(),
+            &allow(json!(["research", "default"])),
+        )
+        .await
+        .expect("allow default on member-2");
+    f.wait_phase("elsewhere", "Running", WAIT).await;
+    let placed = f.pod_names_on("elsewhere", &CLUSTERS).await;
+    for member in ["member-1", "member-2"] {
+        members
+            .patch(member, &Default::default(), &allow(Value::Null))
+            .await
+            .expect("back to the default");
+    }
+    assert_eq!(
+        placed.keys().collect::<Vec<_>>(),
+        ["member-2"],
+        "{placed:?}"
+    );
+}
+
 /// Labels namespace `default` of a member with a Pod Security level to
 /// enforce, or removes the label (`None`).
 async fn enforce_pod_security(f: &Federation, member: &str, level: Option<&str>) {
@@ -1295,6 +1352,7 @@ on_both_grounds!(
     a_finalizer_removed_by_hand_leaves_nothing_behind,
     a_member_runs_only_what_its_pod_policy_allows,
     a_member_runs_only_what_its_namespace_pod_security_admits,
+    a_member_runs_only_the_namespaces_it_allows,
     a_user_written_placement_annotation_is_ignored,
     a_job_in_a_system_namespace_never_lands_on_a_member,
     deleting_an_ended_job_after_a_restart_cleans_every_member,

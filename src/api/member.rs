@@ -66,6 +66,11 @@ pub struct PodPolicy {
     /// `hostPath` volumes.
     #[serde(default)]
     pub allow_host_path: bool,
+    /// The namespaces replicas may run in here (the job's namespace on
+    /// home); empty: any but the system namespaces. The controller never
+    /// creates a namespace this list leaves out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_namespaces: Vec<String>,
     /// Service accounts other than `default` that pods may name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_service_accounts: Vec<String>,

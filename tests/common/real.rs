@@ -491,7 +491,7 @@ pub async fn clean_slate(clusters: &RealClusters, names: &[&str]) {
         .unwrap_or_default()
     {
         if let Some(name) = member.metadata.name {
-            let reset = json!({"metadata": {"labels": null}, "spec": {"unschedulable": null, "exportServices": false, "addressTemplate": null}});
+            let reset = json!({"metadata": {"labels": null}, "spec": {"unschedulable": null, "exportServices": false, "addressTemplate": null, "podPolicy": null}});
             let _ = members
                 .patch(&name, &PatchParams::default(), &Patch::Merge(reset))
                 .await;
