@@ -19,10 +19,15 @@ use crate::telemetry::{ActorKind, Metrics, metrics::Alive};
 /// `(namespace, name)` of a pod.
 pub type PodKey = (String, String);
 
-/// A pod changed; None when it is gone.
+/// The pod of a name changed: the pod now, or None when the pod of uid
+/// `gone` went (a replica may already hold a newer pod of that name, from
+/// its own create's answer: the old one's going is then no news).
 #[derive(Message, Clone)]
 #[rtype(result = "()")]
-pub struct PodChanged(pub Option<Arc<Pod>>);
+pub struct PodChanged {
+    pub pod: Option<Arc<Pod>>,
+    pub gone: Option<String>,
+}
 
 /// What replicas and jobs use of a cluster: its client, its pod cache and
 /// the routing table. Cheap to clone.
@@ -142,11 +147,11 @@ fn pod_key(pod: &Pod) -> PodKey {
     )
 }
 
-fn route(handle: &ClusterHandle, key: &PodKey, pod: Option<Arc<Pod>>) {
+fn route(handle: &ClusterHandle, key: &PodKey, pod: Option<Arc<Pod>>, gone: Option<String>) {
     if let Some(recipient) = handle.routes.get(key) {
         super::tell(
             recipient.value(),
-            PodChanged(pod),
+            PodChanged { pod, gone },
             &handle.metrics,
             ActorKind::Replica,
         );
@@ -166,12 +171,12 @@ async fn run_informer(handle: ClusterHandle, synced: watch::Sender<bool>) {
                 let pod = Arc::new(pod);
                 let key = pod_key(&pod);
                 handle.pods.insert(key.clone(), pod.clone());
-                route(&handle, &key, Some(pod));
+                route(&handle, &key, Some(pod), None);
             }
             Ok(watcher::Event::Delete(pod)) => {
                 let key = pod_key(&pod);
                 handle.pods.remove(&key);
-                route(&handle, &key, None);
+                route(&handle, &key, None, pod.metadata.uid);
             }
             Ok(watcher::Event::Init) => relisted.clear(),
             Ok(watcher::Event::InitApply(pod)) => relisted.push(Arc::new(pod)),
@@ -185,13 +190,16 @@ async fn run_informer(handle: ClusterHandle, synced: watch::Sender<bool>) {
                     .filter(|k| !fresh.contains_key(k))
                     .collect();
                 for key in vanished {
-                    handle.pods.remove(&key);
-                    route(&handle, &key, None);
+                    let gone = handle
+                        .pods
+                        .remove(&key)
+                        .and_then(|(_, p)| p.metadata.uid.clone());
+                    route(&handle, &key, None, gone);
                 }
                 for entry in fresh {
                     let (key, pod) = entry;
                     handle.pods.insert(key.clone(), pod.clone());
-                    route(&handle, &key, Some(pod));
+                    route(&handle, &key, Some(pod), None);
                 }
                 let _ = synced.send(true);
             }

@@ -658,7 +658,15 @@ impl Handler<PodChanged> for ReplicaActor {
 
     fn handle(&mut self, msg: PodChanged, ctx: &mut Self::Context) {
         let _timer = self.cluster().metrics.handling(ActorKind::Replica);
-        let same = match (&self.current, &msg.0) {
+        // An older pod of the name went after this actor took its own from
+        // its create's answer (a user's pod in the way, an earlier epoch's).
+        if msg.pod.is_none()
+            && let (Some(gone), Some(current)) = (&msg.gone, &self.current)
+            && current.metadata.uid.as_ref() != Some(gone)
+        {
+            return;
+        }
+        let same = match (&self.current, &msg.pod) {
             (Some(a), Some(b)) => {
                 a.metadata.resource_version == b.metadata.resource_version
                     && a.metadata.uid == b.metadata.uid
@@ -667,7 +675,7 @@ impl Handler<PodChanged> for ReplicaActor {
             _ => false,
         };
         let had = self.current.as_ref().and_then(|p| p.metadata.uid.clone());
-        self.observe(ctx, msg.0);
+        self.observe(ctx, msg.pod);
         if let Some(gone) = had.filter(|_| self.current.is_none() && self.obstacle.is_none())
             && self.wants_pod
             && self.replacing.as_deref() != Some(gone.as_str())
