@@ -26,13 +26,13 @@ use futures::StreamExt;
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{WatchStreamExt, watcher};
+use kube_sim::{self as sim, ClusterHandle, NodeShape, SimOptions};
 use serde_json::{Value, json};
 use tfjob_federator::api::{
     JobPhase, MemberCluster, TensorFlowTrainingJob, TensorFlowTrainingJobStatus,
 };
 use tfjob_federator::config::ControllerConfig;
 use tfjob_federator::demo::progress;
-use tfjob_federator::sim::{self, ClusterHandle, NodeShape, SimOptions};
 use tfjob_federator::telemetry::Metrics;
 use tfjob_federator::{controller, join};
 

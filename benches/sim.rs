@@ -21,8 +21,8 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
+use kube_sim::{self as sim, SimOptions};
 use serde_json::json;
-use tfjob_federator::sim::{self, SimOptions};
 
 #[path = "../tests/common/real.rs"]
 mod real;

@@ -1,26 +1,20 @@
 //! tfjob-federator: runs TensorStack `TensorFlowTrainingJob`s across several
-//! Kubernetes clusters. See README.md for how the parts fit.
+//! Kubernetes clusters. See README.md for how the parts fit. The decisions
+//! live in `tfjob-core` (re-exported here under their own names); this
+//! crate holds the actors that carry them out, the cluster connections,
+//! telemetry, leader election and the command line.
 
 pub mod actors;
-pub mod api;
-pub mod builders;
-pub mod capacity;
 pub mod clusters;
 pub mod config;
 pub mod controller;
 pub mod demo;
 pub mod election;
-#[cfg(test)]
-pub mod fuzz;
-pub mod isolation;
 pub mod join;
-pub mod lifecycle;
-pub mod placement;
 pub mod plan;
-pub mod quantity;
-pub mod signing;
-pub mod sim;
-pub mod status;
-pub mod sweep;
 pub mod telemetry;
-pub mod validation;
+
+pub use tfjob_core::{
+    api, builders, capacity, isolation, lifecycle, placement, quantity, signing, status, sweep,
+    validation,
+};

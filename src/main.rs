@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use kube_sim::{self as sim, NodeShape, SimOptions};
 use tfjob_federator::config::ControllerConfig;
 use tfjob_federator::demo::{self, DemoOptions};
 use tfjob_federator::join::{self, JoinOptions};
-use tfjob_federator::sim::{self, NodeShape, SimOptions};
 use tfjob_federator::telemetry::{self, LogFormat, Metrics, Readiness, Synced};
 use tfjob_federator::{api, controller, election, plan};
 

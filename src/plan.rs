@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
-use crate::api::{MemberCluster, TensorFlowTrainingJob};
+use crate::api::{MemberCluster, MemberClusterStatus, TensorFlowTrainingJob};
 use crate::capacity;
 use crate::placement::{self, ClusterState, Policy};
 
@@ -75,11 +75,10 @@ pub async fn cluster_states(
         .await
         .map_err(PlanError::Members)?;
     for member in members.items {
-        let ready = member.status.as_ref().is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.condition_type == "Ready" && c.status == "True")
-        });
+        let ready = member
+            .status
+            .as_ref()
+            .is_some_and(MemberClusterStatus::is_ready);
         let (nodes, pod_security) = match member_client(home, &member).await {
             Ok(client) if ready => (
                 read_cluster(&client)

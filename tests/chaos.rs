@@ -84,11 +84,10 @@ async fn sample(clients: &BTreeMap<String, kube::Client>, seen: &Mutex<Seen>) {
     };
     let mut counted = vec!["home".to_string()];
     for member in members.items {
-        let ready = member.status.as_ref().is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.condition_type == "Ready" && c.status == "True")
-        });
+        let ready = member
+            .status
+            .as_ref()
+            .is_some_and(tfjob_federator::api::MemberClusterStatus::is_ready);
         if ready && let Some(name) = member.metadata.name {
             counted.push(name);
         }

@@ -26,8 +26,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Client, Config, ResourceExt};
+use kube_sim::{self as sim, NodeShape, SimOptions};
 use serde_json::{Value, json};
-use tfjob_federator::sim::{self, NodeShape, SimOptions};
 
 use sim_kube::{SimCluster, client_for, config_map};
 

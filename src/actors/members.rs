@@ -43,7 +43,9 @@ use serde_json::json;
 use super::Shared;
 use super::call::Backoff;
 use super::cluster::{ClusterActor, ClusterHandle};
-use crate::api::{ClusterCondition, MemberCluster, MemberClusterStatus, PodSecurityLevel};
+use crate::api::{
+    ClusterCondition, MemberCluster, MemberClusterStatus, PodSecurityLevel, READY_CONDITION,
+};
 use crate::builders::DEFAULT_ADDRESS_TEMPLATE;
 use crate::capacity::{self, Capacity};
 use crate::placement::{self, Assignment, ClusterState, Demand, Ledger, Policy};
@@ -674,12 +676,12 @@ pub fn member_status(
     let transition = previous
         .conditions
         .iter()
-        .find(|c| c.condition_type == "Ready" && c.status == status)
+        .find(|c| c.condition_type == READY_CONDITION && c.status == status)
         .and_then(|c| c.last_transition_time.clone())
         .unwrap_or_else(|| now.clone());
     MemberClusterStatus {
         conditions: vec![ClusterCondition {
-            condition_type: "Ready".into(),
+            condition_type: READY_CONDITION.into(),
             status: status.into(),
             last_transition_time: Some(transition),
             reason: Some(

@@ -16,10 +16,8 @@ use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::actors::call::{self, Backoff, Kind, Outcome};
+pub use crate::api::SECRETS_NAMESPACE;
 use crate::api::{DEFAULT_KUBECONFIG_KEY, MemberCluster};
-
-/// Where member kubeconfig Secrets live: the controller's namespace.
-pub const SECRETS_NAMESPACE: &str = "tfjob-federator";
 
 /// Why a member cannot be connected (messages never hold Secret data).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -756,7 +756,7 @@ pub fn member_not_ready(member: &MemberCluster) -> Option<String> {
     let ready = status
         .conditions
         .iter()
-        .find(|c| c.condition_type == "Ready");
+        .find(|c| c.condition_type == crate::api::READY_CONDITION);
     match ready {
         Some(c) if c.status == "True" && !status.allocatable.is_empty() => None,
         Some(c) if c.status == "True" => Some("no capacity reported yet".to_string()),

@@ -25,9 +25,9 @@ use super::progress::{self, Tracker};
 use super::{DemoError, DemoOptions, Ended, Signal};
 use crate::api::{MemberCluster, TensorFlowTrainingJob};
 use crate::config::ControllerConfig;
-use crate::sim::{self, ClusterHandle, SimOptions};
 use crate::telemetry::{self, MetricsServer};
 use crate::{controller, join};
+use kube_sim::{self as sim, ClusterHandle, SimOptions};
 
 /// How long registered members may take to answer their first probe.
 const MEMBERS_READY_TIMEOUT: Duration = Duration::from_secs(30);

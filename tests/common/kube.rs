@@ -13,8 +13,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind, Status};
+use kube_sim::{self as sim, ClusterHandle, SimOptions};
 use serde_json::{Value, json};
-use tfjob_federator::sim::{self, ClusterHandle, SimOptions};
 
 #[macro_use]
 #[path = "real.rs"]

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams};
+use kube_sim::{self as sim, ClusterHandle, SimOptions};
 use serde_json::Value;
-use tfjob_federator::sim::{self, ClusterHandle, SimOptions};
 
 #[macro_use]
 #[path = "real.rs"]

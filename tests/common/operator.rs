@@ -30,10 +30,10 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 
 use kube::{Client, Resource, ResourceExt};
+use kube_sim::{self as sim, ClusterHandle, NodeShape, SimOptions};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tfjob_federator::api::{JobPhase, TensorFlowTrainingJob};
-use tfjob_federator::sim::{self, ClusterHandle, NodeShape, SimOptions};
 
 /// How long a job may take to reach a state a test waits for (generous:
 /// tests run in parallel on small machines).

@@ -53,39 +53,55 @@ pub fn resource_list(list: Option<&Value>) -> BTreeMap<String, i64> {
         .unwrap_or_default()
 }
 
-/// The requests a pod needs on a node, as upstream computes them: the sum
-/// over containers (limits stand in for missing requests), at least the
-/// largest init container, plus one pod slot.
-pub fn pod_requests(pod: &Value) -> BTreeMap<String, i64> {
-    let container_requests = |c: &Value| {
-        let mut requests = resource_list(c.pointer("/resources/limits"));
-        requests.extend(resource_list(c.pointer("/resources/requests")));
-        requests
-    };
+/// What one container asks for: its requests, its limits standing in for
+/// requests it does not state.
+pub fn container_requests(
+    limits: BTreeMap<String, i64>,
+    requests: BTreeMap<String, i64>,
+) -> BTreeMap<String, i64> {
+    let mut asked = limits;
+    asked.extend(requests);
+    asked
+}
+
+/// The requests a pod needs on a node, as upstream computes them from what
+/// each container asks (`container_requests`): the sum over containers, at
+/// least the largest init container, plus one pod slot.
+pub fn pod_total(
+    containers: impl IntoIterator<Item = BTreeMap<String, i64>>,
+    init_containers: impl IntoIterator<Item = BTreeMap<String, i64>>,
+) -> BTreeMap<String, i64> {
     let mut total: BTreeMap<String, i64> = BTreeMap::new();
-    for c in pod
-        .pointer("/spec/containers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        for (k, v) in container_requests(c) {
+    for asked in containers {
+        for (k, v) in asked {
             *total.entry(k).or_default() += v;
         }
     }
-    for c in pod
-        .pointer("/spec/initContainers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        for (k, v) in container_requests(c) {
+    for asked in init_containers {
+        for (k, v) in asked {
             let entry = total.entry(k).or_default();
             *entry = (*entry).max(v);
         }
     }
     total.insert("pods".into(), 1000);
     total
+}
+
+/// `pod_total` of a pod given as JSON.
+pub fn pod_requests(pod: &Value) -> BTreeMap<String, i64> {
+    let containers = |field: &str| {
+        pod.pointer(&format!("/spec/{field}"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                container_requests(
+                    resource_list(c.pointer("/resources/limits")),
+                    resource_list(c.pointer("/resources/requests")),
+                )
+            })
+    };
+    pod_total(containers("containers"), containers("initContainers"))
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::resources::ResourceType;
-use crate::quantity;
+use kube_quantity as quantity;
 
 /// Fields of `metadata` the server owns; a client's write never changes them.
 const SERVER_METADATA: &[&str] = &[

@@ -18,7 +18,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::Cluster;
 use super::store::{Change, Event, EventKind, Scope, Stored, WriteMeta, now};
-use crate::quantity;
+use kube_quantity as quantity;
 
 pub const GROUP_LABEL: &str = "scheduler.tensorstack.dev/group-name";
 const GANG_SCHEDULER: &str = "t9k-scheduler";

@@ -8,8 +8,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use crate::placement::Resources;
 use crate::quantity;
+
+/// Amounts by resource name, in milli-units.
+pub type Resources = BTreeMap<String, i64>;
 
 /// The resources a MemberCluster's status reports.
 pub const REPORTED: [&str; 3] = ["cpu", "memory", "nvidia.com/gpu"];
@@ -32,30 +34,22 @@ fn resource_list(
         .collect()
 }
 
-/// The requests a pod needs (sum over containers, limits standing in for
-/// missing requests, at least the largest init container) plus one pod slot.
+/// The requests a pod needs on a node (`quantity::pod_total`).
 pub fn pod_requests(pod: &Pod) -> Resources {
-    let mut total = Resources::new();
-    let Some(spec) = &pod.spec else { return total };
-    let of = |c: &k8s_openapi::api::core::v1::Container| {
+    let asked = |c: &k8s_openapi::api::core::v1::Container| {
         let resources = c.resources.as_ref();
-        let mut r = resource_list(resources.and_then(|r| r.limits.as_ref()));
-        r.extend(resource_list(resources.and_then(|r| r.requests.as_ref())));
-        r
+        quantity::container_requests(
+            resource_list(resources.and_then(|r| r.limits.as_ref())),
+            resource_list(resources.and_then(|r| r.requests.as_ref())),
+        )
     };
-    for c in &spec.containers {
-        for (k, v) in of(c) {
-            *total.entry(k).or_default() += v;
-        }
-    }
-    for c in spec.init_containers.iter().flatten() {
-        for (k, v) in of(c) {
-            let e = total.entry(k).or_default();
-            *e = (*e).max(v);
-        }
-    }
-    total.insert("pods".into(), 1000);
-    total
+    let Some(spec) = &pod.spec else {
+        return Resources::new();
+    };
+    quantity::pod_total(
+        spec.containers.iter().map(asked),
+        spec.init_containers.iter().flatten().map(asked),
+    )
 }
 
 fn schedulable(node: &Node) -> bool {

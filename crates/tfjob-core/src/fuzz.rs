@@ -1,26 +1,21 @@
 //! Property tests of what parses untrusted input (issue 12): arbitrary
 //! jobs through reading, validation and the builders, arbitrary quantities,
 //! and arbitrary event sequences through the job's state machine. None may
-//! panic, hang or allocate beyond bounds. Strategies shared with the
-//! simulator's own property tests (patches, selectors) live here too.
+//! panic, hang or allocate beyond bounds. Arbitrary JSON comes from
+//! `proptest_json`, in a job's words.
 //! proptest keeps every failing case it finds in `proptest-regressions/`
 //! (committed), and replays them first on every run; inputs found to hurt
-//! in any other way are kept as files in `tests/corpus/` and replayed by
+//! in any other way are kept as files in `crates/tfjob-core/corpus/` and replayed by
 //! `the_corpus_of_past_poison_inputs_stays_harmless`.
 
 use proptest::prelude::*;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-/// Any JSON value, at most `depth` deep and a few entries wide.
+/// Any JSON value, at most `depth` deep, in a job's words now and then.
 pub fn json(depth: u32) -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<f64>()
-            .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
-        "[a-z0-9./:$-]{0,12}".prop_map(Value::String),
-        prop::sample::select(vec![
+    proptest_json::json(
+        depth,
+        vec![
             "worker",
             "chief",
             "ps",
@@ -40,68 +35,56 @@ pub fn json(depth: u32) -> impl Strategy<Value = Value> {
             "2147483647",
             "1e308",
             "inf",
-            "",
-        ])
-        .prop_map(|s| Value::String(s.to_string())),
-    ];
-    leaf.prop_recursive(depth, 64, 6, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
-            prop::collection::btree_map(key(), inner, 0..6)
-                .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
-        ]
-    })
+        ],
+        keys(),
+    )
 }
 
-/// Keys a job's JSON uses, and some it does not.
-fn key() -> impl Strategy<Value = String> {
-    prop_oneof![
-        prop::sample::select(vec![
-            "replicaSpecs",
-            "type",
-            "replicas",
-            "restartPolicy",
-            "template",
-            "spec",
-            "containers",
-            "name",
-            "image",
-            "ports",
-            "containerPort",
-            "resources",
-            "limits",
-            "requests",
-            "nvidia.com/gpu",
-            "cpu",
-            "runPolicy",
-            "backoffLimit",
-            "activeDeadlineSeconds",
-            "cleanUpPolicy",
-            "runMode",
-            "debug",
-            "pause",
-            "enabled",
-            "resumeSpecs",
-            "command",
-            "args",
-            "scheduler",
-            "federation",
-            "strategy",
-            "weights",
-            "clusterNames",
-            "t9kScheduler",
-            "queue",
-            "priority",
-            "tensorboardSpec",
-            "metadata",
-            "annotations",
-            "securityContext",
-            "privileged",
-            "volumes",
-            "hostPath",
-        ])
-        .prop_map(str::to_string),
-        "[a-zA-Z]{1,8}",
+/// Keys a job's JSON uses.
+fn keys() -> Vec<&'static str> {
+    vec![
+        "replicaSpecs",
+        "type",
+        "replicas",
+        "restartPolicy",
+        "template",
+        "spec",
+        "containers",
+        "name",
+        "image",
+        "ports",
+        "containerPort",
+        "resources",
+        "limits",
+        "requests",
+        "nvidia.com/gpu",
+        "cpu",
+        "runPolicy",
+        "backoffLimit",
+        "activeDeadlineSeconds",
+        "cleanUpPolicy",
+        "runMode",
+        "debug",
+        "pause",
+        "enabled",
+        "resumeSpecs",
+        "command",
+        "args",
+        "scheduler",
+        "federation",
+        "strategy",
+        "weights",
+        "clusterNames",
+        "t9kScheduler",
+        "queue",
+        "priority",
+        "tensorboardSpec",
+        "metadata",
+        "annotations",
+        "securityContext",
+        "privileged",
+        "volumes",
+        "hostPath",
     ]
 }
 
@@ -179,13 +162,13 @@ mod tests {
     }
 
     /// Every input that once crashed, aborted or stalled the controller
-    /// (`tests/corpus/`, one job per file; add each new one found) goes the
+    /// (`crates/tfjob-core/corpus/`, one job per file; add each new one found) goes the
     /// controller's way: decoded as listed, read, validated, built.
     #[test]
     fn the_corpus_of_past_poison_inputs_stays_harmless() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
         let mut seen = 0;
-        for entry in std::fs::read_dir(&dir).expect("tests/corpus") {
+        for entry in std::fs::read_dir(&dir).expect("the corpus directory") {
             let path = entry.expect("a corpus entry").path();
             let text = std::fs::read_to_string(&path).expect("a corpus file");
             let listed: crate::api::ListedJob =

@@ -25,7 +25,7 @@ use crate::api::{FederationStrategy, ReplicaKey, ReplicaType, TensorFlowTraining
 use crate::capacity;
 
 /// Resource amounts in milli-units, by resource name.
-pub type Resources = BTreeMap<String, i64>;
+pub use crate::capacity::Resources;
 
 pub const GPU: &str = "nvidia.com/gpu";
 
@@ -70,7 +70,7 @@ pub const SYSTEM_NAMESPACES: [&str; 4] = [
     "kube-system",
     "kube-public",
     "kube-node-lease",
-    crate::clusters::SECRETS_NAMESPACE,
+    crate::api::SECRETS_NAMESPACE,
 ];
 
 /// The job's placement policy (`spec.scheduler.federation`, defaults applied).
@@ -619,10 +619,6 @@ impl Ledger {
     /// The job's pods are visible (or the job ended): its hold is no longer needed.
     pub fn release(&mut self, job: &str) {
         self.held.remove(job);
-    }
-
-    pub fn is_holding(&self, job: &str) -> bool {
-        self.held.contains_key(job)
     }
 
     /// The clusters with every hold taken out of their free capacity.

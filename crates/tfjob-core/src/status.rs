@@ -405,9 +405,9 @@ pub fn tensorboard(board: &serde_json::Value) -> DependentStatus {
         ready,
         reason: Some(
             if ready {
-                "DependentReady"
+                crate::api::reason::DEPENDENT_READY
             } else {
-                "DependentNotReady"
+                crate::api::reason::DEPENDENT_NOT_READY
             }
             .into(),
         ),
@@ -425,12 +425,12 @@ pub fn tensorboard_failed(name: &str, crd_missing: bool, error: &str) -> Depende
                 "TensorBoard {name} cannot be created: the TensorBoard CRD ({}.{}) is not installed in the cluster",
                 resource.plural, resource.group
             ),
-            "CRDNotInstalled",
+            crate::api::reason::CRD_NOT_INSTALLED,
         )
     } else {
         (
             format!("TensorBoard {name} cannot be created: {error}"),
-            "DependentError",
+            crate::api::reason::DEPENDENT_ERROR,
         )
     };
     DependentStatus {
@@ -656,7 +656,10 @@ mod tests {
         let created = tensorboard(&board(serde_json::Value::Null));
         assert!(!created.ready);
         assert_eq!(created.action.as_deref(), Some("Create"));
-        assert_eq!(created.reason.as_deref(), Some("DependentNotReady"));
+        assert_eq!(
+            created.reason.as_deref(),
+            Some(crate::api::reason::DEPENDENT_NOT_READY)
+        );
         let starting = tensorboard(&board(serde_json::json!({"phase": "Initializing"})));
         assert!(!starting.ready);
         assert_eq!(
@@ -666,7 +669,10 @@ mod tests {
         let running = tensorboard(&board(serde_json::json!({"phase": "Running"})));
         assert!(running.ready);
         assert_eq!(running.action.as_deref(), Some("NOP"));
-        assert_eq!(running.reason.as_deref(), Some("DependentReady"));
+        assert_eq!(
+            running.reason.as_deref(),
+            Some(crate::api::reason::DEPENDENT_READY)
+        );
         assert_eq!(
             running.note.as_deref(),
             Some("TensorBoard [mnist] is ready")

@@ -19,7 +19,7 @@ use crate::api::{
 };
 
 /// The condition and Event reason for a job that fails validation.
-pub const INVALID_SPEC_REASON: &str = "InvalidSpec";
+pub use crate::api::reason::INVALID_SPEC as INVALID_SPEC_REASON;
 
 /// The longest DNS-1035 label (a Service name).
 const MAX_LABEL_LENGTH: usize = 63;

@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 
 use kube::Resource;
-use kube::api::{ApiResource, DynamicObject, ObjectMeta, TypeMeta};
+use kube::core::{ApiResource, DynamicObject, ObjectMeta, TypeMeta};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
@@ -190,9 +190,10 @@ mod tests {
     #[test]
     fn a_watch_event_of_a_deep_job_decodes() {
         let line = format!(r#"{{"type":"ADDED","object":{}}}"#, job_text(&nested(500)));
-        let event: kube::api::WatchEvent<ListedJob> = serde_json::from_str(&line).expect("decodes");
+        let event: kube::core::WatchEvent<ListedJob> =
+            serde_json::from_str(&line).expect("decodes");
         match event {
-            kube::api::WatchEvent::Added(job) => assert!(job.unreadable.is_some()),
+            kube::core::WatchEvent::Added(job) => assert!(job.unreadable.is_some()),
             other => panic!("{other:?}"),
         }
     }

@@ -13,6 +13,12 @@ use serde::{Deserialize, Serialize};
 use super::schema;
 use crate::builders::DEFAULT_ADDRESS_TEMPLATE;
 
+/// The condition that says whether a member answers its health probe.
+pub const READY_CONDITION: &str = "Ready";
+
+/// Where member kubeconfig Secrets live: the controller's namespace.
+pub const SECRETS_NAMESPACE: &str = "tfjob-federator";
+
 /// The key of the kubeconfig in the Secret unless the reference names one.
 pub const DEFAULT_KUBECONFIG_KEY: &str = "kubeconfig";
 
@@ -162,6 +168,21 @@ pub struct MemberClusterStatus {
     /// (e.g. `unschedulable` and `exportServices` apply from then on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+}
+
+impl MemberClusterStatus {
+    /// The `Ready` condition's status (`True`, `False`, `Unknown`), if any.
+    pub fn ready_status(&self) -> Option<&str> {
+        self.conditions
+            .iter()
+            .find(|c| c.condition_type == READY_CONDITION)
+            .map(|c| c.status.as_str())
+    }
+
+    /// Whether the cluster answers its health probe.
+    pub fn is_ready(&self) -> bool {
+        self.ready_status() == Some("True")
+    }
 }
 
 /// One observation of a member cluster.

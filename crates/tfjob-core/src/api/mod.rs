@@ -6,6 +6,7 @@
 
 mod listed;
 mod member;
+pub mod reason;
 mod rules;
 mod schema;
 mod tfjob;

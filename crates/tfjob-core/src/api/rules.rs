@@ -5,7 +5,7 @@
 //! unchecked), for objects stored before these rules existed.
 //!
 //! The rules stay within the CEL the simulated API server evaluates
-//! (`sim::cel`): `self`, `oldSelf`, field selection, `has`, `size`,
+//! (`kube_sim`'s `cel`): `self`, `oldSelf`, field selection, `has`, `size`,
 //! `string`, `all`/`exists`/`exists_one`, comparisons, `in`, `&&`, `||`, `!`
 //! and integer `+`/`-`.
 

@@ -149,11 +149,6 @@ impl PodTemplate {
         PodTemplate(value)
     }
 
-    /// The template as written.
-    pub fn as_value(&self) -> &serde_json::Value {
-        &self.0
-    }
-
     /// The template as a `PodTemplateSpec` (`null` counts as empty).
     pub fn parse(&self) -> Result<PodTemplateSpec, TemplateError> {
         if self.0.is_null() {

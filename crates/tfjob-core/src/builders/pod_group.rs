@@ -4,7 +4,7 @@
 //! `priority` from `spec.scheduler.t9kScheduler`.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::json;
 
 use super::{BuildError, JobRef, job_labels};

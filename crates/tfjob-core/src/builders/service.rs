@@ -11,7 +11,7 @@ use super::{
     replica_spec, tf_port,
 };
 use crate::api::{ReplicaKey, TensorFlowTrainingJob};
-use kube::api::{ApiResource, DynamicObject};
+use kube::core::{ApiResource, DynamicObject};
 
 /// Builds the service of replica `key`; `owner` only on the home cluster.
 pub fn build_service(

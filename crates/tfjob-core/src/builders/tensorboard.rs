@@ -2,7 +2,7 @@
 //! `tensorboardSpec`: named after the job, on the home cluster, owned by the
 //! job. A job scheduled by T9k Scheduler puts its TensorBoard in the same queue.
 
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Map, Value, json};
 
 use super::{BuildError, JobRef, job_labels, owner_reference};

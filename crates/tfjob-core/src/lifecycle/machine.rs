@@ -36,17 +36,7 @@ use crate::api::{
 };
 use crate::status::{self, ReplicaView};
 
-/// Condition and Event reasons the machine uses beyond `restart`'s.
-pub mod reason {
-    pub const INVALID_SPEC: &str = crate::validation::INVALID_SPEC_REASON;
-    pub const PAUSED: &str = "Paused";
-    pub const RESUMING: &str = "Resuming";
-    pub const WAITING_FOR_CAPACITY: &str = "WaitingForCapacity";
-    pub const SPEC_CHANGE_REFUSED: &str = "SpecChangeRefused";
-    pub const OBJECT_NAME_TAKEN: &str = "ObjectNameTaken";
-    pub const NAMESPACE_MISSING: &str = "NamespaceMissing";
-    pub const CREATE_REFUSED: &str = "CreateRefused";
-}
+pub use crate::api::reason;
 
 /// Why a replica cannot get its pod or service now (it tries again).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -551,7 +541,7 @@ impl Step<'_> {
                 if self.deadline() == Some(at) && self.running() {
                     let seconds = self.job.spec.deadline_seconds.unwrap_or_default();
                     self.fail(
-                        restart::REASON_DEADLINE,
+                        reason::DEADLINE,
                         &format!(
                             "the job was active longer than activeDeadlineSeconds ({seconds}s)"
                         ),
@@ -1003,10 +993,10 @@ impl Step<'_> {
                 self.set(
                     Cond::ReplicaFailure,
                     ConditionStatus::True,
-                    restart::REASON_REPLICA_FAILED,
+                    reason::REPLICA_FAILED,
                     &message,
                 );
-                self.record(true, restart::REASON_REPLICA_FAILED, message);
+                self.record(true, reason::REPLICA_FAILED, message);
             }
         }
     }
@@ -1016,10 +1006,7 @@ impl Step<'_> {
             .and_then(|c| c.reason.as_deref());
         // A deadline or an invalid spec deletes every pod; other ends follow
         // the policy.
-        if matches!(
-            failed,
-            Some(restart::REASON_DEADLINE | reason::INVALID_SPEC)
-        ) {
+        if matches!(failed, Some(reason::DEADLINE | reason::INVALID_SPEC)) {
             CleanUpPolicy::All
         } else {
             self.job.spec.clean_up
@@ -1062,10 +1049,7 @@ impl Step<'_> {
             "Failed",
             "The job has failed.",
         );
-        if matches!(
-            reason,
-            restart::REASON_REPLICA_FAILED | restart::REASON_BACKOFF_LIMIT
-        ) {
+        if matches!(reason, reason::REPLICA_FAILED | reason::BACKOFF_LIMIT) {
             self.set(Cond::ReplicaFailure, ConditionStatus::True, reason, message);
         }
         self.record(true, "Failed", message);
@@ -1129,10 +1113,10 @@ impl Step<'_> {
         self.set(
             Cond::Running,
             ConditionStatus::False,
-            restart::REASON_CLUSTER_LOST,
+            reason::CLUSTER_LOST,
             &message,
         );
-        self.record(true, restart::REASON_CLUSTER_LOST, message);
+        self.record(true, reason::CLUSTER_LOST, message);
         let assignment = self.assignment().unwrap_or_default();
         self.retire_for(Then::Place, assignment);
     }

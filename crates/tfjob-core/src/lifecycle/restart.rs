@@ -8,10 +8,7 @@ use crate::api::{CleanUpPolicy, ReplicaKey, ReplicaType, RestartPolicy};
 /// (SIGTERM) and 138 (user-defined "restart me").
 pub const RETRYABLE_EXIT_CODES: [i32; 4] = [130, 137, 138, 143];
 
-pub const REASON_REPLICA_FAILED: &str = "ReplicaFailed";
-pub const REASON_BACKOFF_LIMIT: &str = "BackoffLimitExceeded";
-pub const REASON_DEADLINE: &str = "DeadlineExceeded";
-pub const REASON_CLUSTER_LOST: &str = "ClusterLost";
+use crate::api::reason;
 
 /// The restarts `runPolicy.backoffLimit` allows all replicas together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +77,7 @@ pub fn on_cluster_lost(why: &str, budget: Budget) -> Verdict {
         return Verdict::Restart;
     }
     Verdict::FailJob {
-        reason: REASON_CLUSTER_LOST,
+        reason: reason::CLUSTER_LOST,
         message: format!(
             "{why}; the backoff limit of {} restarts is reached",
             budget.limit.unwrap_or(0)
@@ -122,7 +119,7 @@ pub fn decide(
         }
         let limit = budget.limit.unwrap_or(0);
         (
-            REASON_BACKOFF_LIMIT,
+            reason::BACKOFF_LIMIT,
             format!(
                 "{}; the backoff limit of {limit} restarts is reached",
                 exit.describe(pod)
@@ -136,7 +133,7 @@ pub fn decide(
             _ => "restartPolicy Never does not restart it",
         };
         (
-            REASON_REPLICA_FAILED,
+            reason::REPLICA_FAILED,
             format!("{}; {why}", exit.describe(pod)),
         )
     };
@@ -200,7 +197,7 @@ mod tests {
         };
         match on_cluster_lost(lost, spent) {
             Verdict::FailJob { reason, message } => {
-                assert_eq!(reason, REASON_CLUSTER_LOST);
+                assert_eq!(reason, reason::CLUSTER_LOST);
                 assert!(message.contains("member-1"), "{message}");
             }
             other => panic!("expected the job to fail, got {other:?}"),
@@ -305,7 +302,7 @@ mod tests {
             false,
         ) {
             Verdict::FailJob { reason, message } => {
-                assert_eq!(reason, REASON_REPLICA_FAILED);
+                assert_eq!(reason, reason::REPLICA_FAILED);
                 assert!(
                     message.contains("worker-0") && message.contains("code 1"),
                     "{message}"
@@ -335,7 +332,7 @@ mod tests {
             false,
         ) {
             Verdict::FailJob { reason, message } => {
-                assert_eq!(reason, REASON_BACKOFF_LIMIT);
+                assert_eq!(reason, reason::BACKOFF_LIMIT);
                 assert!(message.contains("backoff limit of 2"), "{message}");
             }
             other => panic!("expected failure, got {other:?}"),

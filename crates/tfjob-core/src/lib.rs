@@ -1,0 +1,21 @@
+//! The decisions of tfjob-federator, with no I/O: the API types and CRDs,
+//! validation, the builders of pods, services and PodGroups, the job's
+//! lifecycle state machine, status, placement, the garbage sweep's rule,
+//! capacity, member isolation and object signing. Actors in the product
+//! crate carry the decisions out; nothing here holds a client, a runtime or
+//! an actor (the manifest has no kube client, tokio or actix, and CI checks
+//! `cargo tree`).
+
+pub mod api;
+pub mod builders;
+pub mod capacity;
+#[cfg(test)]
+mod fuzz;
+pub mod isolation;
+pub mod lifecycle;
+pub mod placement;
+pub use kube_quantity as quantity;
+pub mod signing;
+pub mod status;
+pub mod sweep;
+pub mod validation;
