@@ -1,0 +1,104 @@
+//! Which clusters may take a job at all, and why the others may not:
+//! system namespaces, a member's allowed namespaces, podPolicy and Pod
+//! Security, `clusterNames`, `clusterSelector`, readiness, cordons, weights.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use super::{ClusterState, Policy};
+use crate::api::FederationStrategy;
+
+/// Namespaces of a member that are its own, or the controller's: no job's
+/// replicas land there, whatever the job's namespace on home.
+pub const SYSTEM_NAMESPACES: [&str; 4] = [
+    "kube-system",
+    "kube-public",
+    "kube-node-lease",
+    crate::api::SECRETS_NAMESPACE,
+];
+
+/// Whether a cluster's labels satisfy a metav1 LabelSelector.
+pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let exact = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let expressions = selector.match_expressions.iter().flatten().all(|e| {
+        let values = e.values.as_deref().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
+            "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
+            "Exists" => labels.contains_key(&e.key),
+            "DoesNotExist" => !labels.contains_key(&e.key),
+            _ => false,
+        }
+    });
+    exact && expressions
+}
+
+/// Eligible clusters, and the reasons the others are passed over.
+pub(super) fn eligible<'a>(
+    clusters: &'a [ClusterState],
+    policy: &Policy,
+    reasons: &mut BTreeMap<String, String>,
+) -> Vec<&'a ClusterState> {
+    let mut out = Vec::new();
+    for c in clusters {
+        let refused = c
+            .member
+            .then(|| {
+                crate::isolation::namespace_refused(&c.pod_policy, &policy.namespace)
+                    .or_else(|| policy.privileges.refused_by(&c.pod_policy))
+                    .or_else(|| pod_security_refusal(c, policy))
+            })
+            .flatten();
+        let reason = if c.member && policy.system_namespace.is_some() {
+            Some("the job's namespace is a system namespace there")
+        } else if let Some(refused) = &refused {
+            Some(refused.as_str())
+        } else if !policy.names.is_empty() && !policy.names.contains(&c.name) {
+            Some("not in clusterNames")
+        } else if policy
+            .selector
+            .as_ref()
+            .is_some_and(|s| !selector_matches(s, &c.labels))
+        {
+            Some("not selected by clusterSelector")
+        } else if !c.ready {
+            Some("not Ready")
+        } else if c.unschedulable {
+            Some("unschedulable")
+        } else if policy.strategy == FederationStrategy::Weighted
+            && policy.weights.get(&c.name).copied().unwrap_or(0) <= 0
+        {
+            Some("no weight")
+        } else {
+            None
+        };
+        match reason {
+            Some(r) => {
+                reasons.insert(c.name.clone(), r.to_string());
+            }
+            None => out.push(c),
+        }
+    }
+    out
+}
+
+/// Why the member's PodSecurity admission would refuse the job's pods in
+/// the job's namespace there.
+fn pod_security_refusal(c: &ClusterState, policy: &Policy) -> Option<String> {
+    let level = c
+        .pod_security
+        .get(&policy.namespace)
+        .copied()
+        .unwrap_or(c.pod_policy.default_pod_security);
+    let why = policy.privileges.refused_at(level)?;
+    Some(format!(
+        "namespace {} enforces Pod Security {:?}: {why}",
+        policy.namespace,
+        level.as_str()
+    ))
+}

@@ -1,0 +1,516 @@
+//! Placement: which cluster each replica of a job runs on, from the job's
+//! `spec.scheduler.federation` policy and the free capacity of the clusters.
+//! Pure: the inputs are snapshots, the output a decision or the reasons,
+//! cluster by cluster, why there is none.
+//!
+//! - Eligibility: Ready, not `unschedulable`, matched by `clusterSelector`,
+//!   listed in `clusterNames` (when given), positive weight (Weighted).
+//! - Capacity is checked per node (first fit, largest replicas first), so a
+//!   replica is only placed where some node can hold it.
+//! - Strategies: `Pack` uses the fewest clusters — one if any fits the whole
+//!   job (best fit: least GPU, then cpu, left over), else the roomiest first —
+//!   and moves a ps next to workers when there is room; `Spread` deals each
+//!   replica type round-robin over the eligible clusters; `Weighted` splits
+//!   the replicas in proportion to `weights` (largest remainder).
+//! - `allowSplit: false` keeps the whole job on one cluster.
+//! - All or nothing: either every replica has a cluster or none does.
+//! - The [`Ledger`] holds capacity promised to placed jobs whose pods the
+//!   clusters do not show yet, so concurrent placements never over-commit.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use crate::api::{FederationStrategy, ReplicaKey, ReplicaType, TensorFlowTrainingJob};
+use crate::capacity;
+
+mod eligibility;
+mod ledger;
+#[cfg(test)]
+mod tests;
+
+use eligibility::eligible;
+pub use eligibility::{SYSTEM_NAMESPACES, selector_matches};
+pub use ledger::Ledger;
+
+/// Resource amounts in milli-units, by resource name.
+pub use crate::capacity::Resources;
+
+pub const GPU: &str = "nvidia.com/gpu";
+
+/// One replica's needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Demand {
+    pub key: ReplicaKey,
+    pub requests: Resources,
+}
+
+/// A cluster as placement sees it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterState {
+    pub name: String,
+    /// A member cluster (not home).
+    pub member: bool,
+    /// What pods placed here may ask for (members; home's own admission
+    /// governs home).
+    pub pod_policy: crate::api::PodPolicy,
+    pub labels: BTreeMap<String, String>,
+    /// The Pod Security level each namespace with a
+    /// `pod-security.kubernetes.io/enforce` label enforces (members).
+    pub pod_security: BTreeMap<String, crate::api::PodSecurityLevel>,
+    pub ready: bool,
+    pub unschedulable: bool,
+    /// Free capacity of each schedulable node.
+    pub nodes: Vec<Resources>,
+}
+
+impl ClusterState {
+    fn free_total(&self, resource: &str) -> i64 {
+        self.nodes
+            .iter()
+            .map(|n| n.get(resource).copied().unwrap_or(0))
+            .sum()
+    }
+}
+
+/// The job's placement policy (`spec.scheduler.federation`, defaults applied).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// The job's namespace, on home and on every member.
+    pub namespace: String,
+    /// The job's namespace is a member's system namespace: members may not
+    /// run it.
+    pub system_namespace: Option<String>,
+    /// What the job's pods ask of a cluster beyond capacity.
+    pub privileges: crate::isolation::Privileges,
+    pub strategy: FederationStrategy,
+    pub selector: Option<LabelSelector>,
+    pub names: Vec<String>,
+    pub weights: BTreeMap<String, i64>,
+    pub allow_split: bool,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            namespace: String::new(),
+            system_namespace: None,
+            privileges: Default::default(),
+            strategy: FederationStrategy::Pack,
+            selector: None,
+            names: Vec::new(),
+            weights: BTreeMap::new(),
+            allow_split: true,
+        }
+    }
+}
+
+impl Policy {
+    /// The policy of a job; unknown strategies (rejected by validation) fall back to Pack.
+    pub fn of_job(job: &TensorFlowTrainingJob) -> Policy {
+        let namespace = job.metadata.namespace.clone().unwrap_or_default();
+        let system_namespace = SYSTEM_NAMESPACES
+            .contains(&namespace.as_str())
+            .then(|| namespace.clone());
+        let mut privileges = crate::isolation::Privileges::default();
+        for spec in &job.spec.replica_specs {
+            if let Some(pod) = spec.template.parse().ok().and_then(|t| t.spec) {
+                privileges.add(&pod);
+            }
+        }
+        let Some(f) = job.spec.federation() else {
+            return Policy {
+                namespace,
+                system_namespace,
+                privileges,
+                ..Policy::default()
+            };
+        };
+        Policy {
+            namespace,
+            system_namespace,
+            privileges,
+            strategy: FederationStrategy::parse(&f.strategy).unwrap_or(FederationStrategy::Pack),
+            selector: f.cluster_selector.clone(),
+            names: f.cluster_names.clone(),
+            weights: f
+                .weights
+                .iter()
+                .map(|(k, v)| (k.clone(), i64::from(*v)))
+                .collect(),
+            allow_split: f.allow_split,
+        }
+    }
+}
+
+/// Every replica's requests, from its template (limits standing in for
+/// missing requests, as the scheduler counts them).
+pub fn demands(job: &TensorFlowTrainingJob) -> Vec<Demand> {
+    job.spec
+        .replica_keys()
+        .into_iter()
+        .map(|key| {
+            let spec = job
+                .spec
+                .replica_spec(key.replica_type)
+                .and_then(|s| s.template.parse().ok())
+                .and_then(|t| t.spec);
+            let pod = k8s_openapi::api::core::v1::Pod {
+                spec,
+                ..Default::default()
+            };
+            Demand {
+                key,
+                requests: capacity::pod_requests(&pod),
+            }
+        })
+        .collect()
+}
+
+/// Replica → cluster name.
+pub type Assignment = BTreeMap<ReplicaKey, String>;
+
+/// Why a job cannot be placed now, cluster by cluster.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}", self.describe())]
+pub struct Unplaceable {
+    pub reasons: BTreeMap<String, String>,
+    /// How many clusters were eligible (their capacity fell short).
+    pub eligible: usize,
+}
+
+impl Unplaceable {
+    fn describe(&self) -> String {
+        if self.reasons.is_empty() {
+            return "no cluster is registered".into();
+        }
+        self.reasons
+            .iter()
+            .map(|(c, r)| format!("{c}: {r}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+fn fits(requests: &Resources, free: &Resources) -> bool {
+    requests
+        .iter()
+        .all(|(r, need)| *need <= 0 || free.get(r).copied().unwrap_or(0) >= *need)
+}
+
+fn take(free: &mut Resources, requests: &Resources) {
+    for (r, need) in requests {
+        *free.entry(r.clone()).or_default() -= need;
+    }
+}
+
+/// The biggest replicas first (GPUs, then cpu, then memory) make first fit tight.
+fn by_size_desc<'a>(demands: impl Iterator<Item = &'a Demand>) -> Vec<&'a Demand> {
+    let mut sorted: Vec<&Demand> = demands.collect();
+    let size = |d: &Demand| {
+        (
+            d.requests.get(GPU).copied().unwrap_or(0),
+            d.requests.get("cpu").copied().unwrap_or(0),
+            d.requests.get("memory").copied().unwrap_or(0),
+        )
+    };
+    sorted.sort_by_key(|d| std::cmp::Reverse(size(d)));
+    sorted
+}
+
+/// First-fit of `demands` onto `nodes` (consumed on success); on failure,
+/// why the cluster cannot take them.
+fn pack_onto(nodes: &mut [Resources], demands: &[&Demand]) -> Result<(), String> {
+    let mut trial = nodes.to_vec();
+    for d in by_size_desc(demands.iter().copied()) {
+        match trial.iter_mut().find(|n| fits(&d.requests, n)) {
+            Some(node) => take(node, &d.requests),
+            None => return Err(shortfall(nodes, demands, d)),
+        }
+    }
+    nodes.clone_from_slice(&trial);
+    Ok(())
+}
+
+/// The reason a set of replicas does not fit: a resource short in total,
+/// or a replica no single node can hold.
+fn shortfall(nodes: &[Resources], demands: &[&Demand], stuck: &Demand) -> String {
+    let mut need: Resources = BTreeMap::new();
+    for d in demands {
+        for (r, v) in &d.requests {
+            *need.entry(r.clone()).or_default() += v;
+        }
+    }
+    for (r, total) in &need {
+        let free: i64 = nodes.iter().map(|n| n.get(r).copied().unwrap_or(0)).sum();
+        if *total > free && r != "pods" {
+            return format!(
+                "insufficient {r} (need {}, free {})",
+                show(r, *total),
+                show(r, free)
+            );
+        }
+    }
+    format!("no node can hold replica {} as a whole", stuck.key)
+}
+
+/// A milli-unit amount in the unit people read: cores, GiB, GPUs.
+fn show(resource: &str, milli: i64) -> String {
+    match resource {
+        "memory" => format!("{:.1}Gi", milli as f64 / 1000.0 / (1u64 << 30) as f64),
+        "cpu" if milli % 1000 != 0 => format!("{milli}m"),
+        _ => format!("{}", milli / 1000),
+    }
+}
+
+/// What decides whether a job can be placed: its policy and each replica's
+/// type and requests, not names or indexes. Jobs of one shape fit or fail
+/// alike on the same capacity, so a queue tries one shape once per pass.
+pub fn shape(demands: &[Demand], policy: &Policy) -> String {
+    let mut replicas: Vec<(ReplicaType, &Resources)> = demands
+        .iter()
+        .map(|d| (d.key.replica_type, &d.requests))
+        .collect();
+    replicas.sort();
+    format!("{policy:?}{replicas:?}")
+}
+
+/// Places every replica or explains why none can be placed.
+pub fn place(
+    demands: &[Demand],
+    clusters: &[ClusterState],
+    policy: &Policy,
+) -> Result<Assignment, Unplaceable> {
+    let mut reasons = BTreeMap::new();
+    let candidates = eligible(clusters, policy, &mut reasons);
+    let all: Vec<&Demand> = demands.iter().collect();
+    let single = |reasons: &mut BTreeMap<String, String>| -> Option<Assignment> {
+        let mut best: Option<(&ClusterState, (i64, i64))> = None;
+        for c in &candidates {
+            let mut nodes = c.nodes.clone();
+            match pack_onto(&mut nodes, &all) {
+                Ok(()) => {
+                    let left = |r: &str| {
+                        nodes
+                            .iter()
+                            .map(|n| n.get(r).copied().unwrap_or(0))
+                            .sum::<i64>()
+                    };
+                    let score = (left(GPU), left("cpu"));
+                    if best.is_none_or(|(_, s)| score < s) {
+                        best = Some((c, score));
+                    }
+                }
+                Err(why) => {
+                    reasons.insert(c.name.clone(), why);
+                }
+            }
+        }
+        best.map(|(c, _)| demands.iter().map(|d| (d.key, c.name.clone())).collect())
+    };
+    let placed = match (policy.strategy, policy.allow_split) {
+        (_, false) | (FederationStrategy::Pack, true) => single(&mut reasons).or_else(|| {
+            if policy.allow_split {
+                pack_split(demands, &candidates)
+            } else {
+                None
+            }
+        }),
+        (FederationStrategy::Spread, true) => {
+            // Dealt over the clusters in name order; when that does not fit,
+            // over the roomiest first, so a job never waits while clusters
+            // it could spread over have room.
+            let mut roomiest = candidates.clone();
+            roomiest.sort_by_key(|c| {
+                (
+                    std::cmp::Reverse(c.free_total(GPU)),
+                    std::cmp::Reverse(c.free_total("cpu")),
+                )
+            });
+            deal(
+                demands,
+                &candidates,
+                &spread_quota(demands, &candidates),
+                &mut reasons,
+            )
+            .or_else(|| {
+                deal(
+                    demands,
+                    &roomiest,
+                    &spread_quota(demands, &roomiest),
+                    &mut BTreeMap::new(),
+                )
+            })
+        }
+        (FederationStrategy::Weighted, true) => deal(
+            demands,
+            &candidates,
+            &weighted_quota(demands.len(), &candidates, &policy.weights),
+            &mut reasons,
+        ),
+    };
+    placed.ok_or(Unplaceable {
+        reasons,
+        eligible: candidates.len(),
+    })
+}
+
+/// Why each cluster the assignment does not use was passed over.
+pub fn passed_over(
+    demands: &[Demand],
+    clusters: &[ClusterState],
+    policy: &Policy,
+    assignment: &Assignment,
+) -> BTreeMap<String, String> {
+    let mut reasons = BTreeMap::new();
+    let candidates = eligible(clusters, policy, &mut reasons);
+    let all: Vec<&Demand> = demands.iter().collect();
+    for c in candidates {
+        if assignment.values().any(|used| *used == c.name) {
+            continue;
+        }
+        let reason = match pack_onto(&mut c.nodes.clone(), &all) {
+            Err(why) => why,
+            Ok(()) => "could hold the job, but the chosen placement fits better".to_string(),
+        };
+        reasons.insert(c.name.clone(), reason);
+    }
+    reasons
+}
+
+/// Pack across clusters: roomiest first, each taking what fits; then a ps
+/// alone on a cluster moves next to workers when there is room.
+fn pack_split(demands: &[Demand], candidates: &[&ClusterState]) -> Option<Assignment> {
+    let mut order: Vec<&ClusterState> = candidates.to_vec();
+    order.sort_by_key(|c| std::cmp::Reverse((c.free_total(GPU), c.free_total("cpu"))));
+    let mut free: BTreeMap<&str, Vec<Resources>> = order
+        .iter()
+        .map(|c| (c.name.as_str(), c.nodes.clone()))
+        .collect();
+    let mut assignment = Assignment::new();
+    for c in &order {
+        let nodes = free.get_mut(c.name.as_str())?;
+        for d in by_size_desc(demands.iter().filter(|d| !assignment.contains_key(&d.key))) {
+            if let Some(node) = nodes.iter_mut().find(|n| fits(&d.requests, n)) {
+                take(node, &d.requests);
+                assignment.insert(d.key, c.name.clone());
+            }
+        }
+        if assignment.len() == demands.len() {
+            break;
+        }
+    }
+    if assignment.len() < demands.len() {
+        return None;
+    }
+    let computes = |a: &Assignment, cluster: &str| {
+        a.iter().any(|(k, c)| {
+            c == cluster && matches!(k.replica_type, ReplicaType::Worker | ReplicaType::Chief)
+        })
+    };
+    for d in demands
+        .iter()
+        .filter(|d| d.key.replica_type == ReplicaType::Ps)
+    {
+        let here = assignment.get(&d.key).cloned().unwrap_or_default();
+        if computes(&assignment, &here) {
+            continue;
+        }
+        let target = order.iter().map(|c| c.name.clone()).find(|c| {
+            computes(&assignment, c)
+                && free
+                    .get(c.as_str())
+                    .is_some_and(|ns| ns.iter().any(|n| fits(&d.requests, n)))
+        });
+        if let Some(target) = target
+            && let Some(nodes) = free.get_mut(target.as_str())
+            && let Some(node) = nodes.iter_mut().find(|n| fits(&d.requests, n))
+        {
+            take(node, &d.requests);
+            assignment.insert(d.key, target);
+        }
+    }
+    Some(assignment)
+}
+
+/// The cluster of each replica for Spread: dealt round-robin in replica
+/// order (types in turn), so each type and the totals stay even.
+fn spread_quota(demands: &[Demand], candidates: &[&ClusterState]) -> Vec<usize> {
+    if candidates.is_empty() {
+        return Vec::new();
+    }
+    (0..demands.len()).map(|i| i % candidates.len()).collect()
+}
+
+/// The cluster of each replica for Weighted: counts in proportion to the
+/// weights (largest remainder), filled in replica order.
+fn weighted_quota(
+    total: usize,
+    candidates: &[&ClusterState],
+    weights: &BTreeMap<String, i64>,
+) -> Vec<usize> {
+    let w: Vec<i64> = candidates
+        .iter()
+        .map(|c| weights.get(&c.name).copied().unwrap_or(0))
+        .collect();
+    let sum: i64 = w.iter().sum();
+    if sum <= 0 {
+        return Vec::new();
+    }
+    let exact: Vec<f64> = w
+        .iter()
+        .map(|x| total as f64 * *x as f64 / sum as f64)
+        .collect();
+    let mut counts: Vec<usize> = exact.iter().map(|e| e.floor() as usize).collect();
+    let mut order: Vec<usize> = (0..candidates.len()).collect();
+    order.sort_by(|a, b| {
+        (exact[*b] - exact[*b].floor())
+            .total_cmp(&(exact[*a] - exact[*a].floor()))
+            .then(a.cmp(b))
+    });
+    let mut missing = total - counts.iter().sum::<usize>();
+    for i in order {
+        if missing == 0 {
+            break;
+        }
+        counts[i] += 1;
+        missing -= 1;
+    }
+    counts
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| std::iter::repeat_n(i, *n))
+        .collect()
+}
+
+/// Assigns each replica to the candidate its quota slot names (replica
+/// order) and checks each cluster's share fits its nodes.
+fn deal(
+    demands: &[Demand],
+    candidates: &[&ClusterState],
+    quota: &[usize],
+    reasons: &mut BTreeMap<String, String>,
+) -> Option<Assignment> {
+    if quota.len() != demands.len() {
+        return None;
+    }
+    let mut shares: BTreeMap<usize, Vec<&Demand>> = BTreeMap::new();
+    for (d, cluster) in demands.iter().zip(quota) {
+        shares.entry(*cluster).or_default().push(d);
+    }
+    let mut ok = true;
+    for (i, share) in &shares {
+        let c = candidates[*i];
+        let mut nodes = c.nodes.clone();
+        if let Err(why) = pack_onto(&mut nodes, share) {
+            reasons.insert(c.name.clone(), why);
+            ok = false;
+        }
+    }
+    ok.then(|| {
+        shares
+            .iter()
+            .flat_map(|(i, share)| share.iter().map(|d| (d.key, candidates[*i].name.clone())))
+            .collect()
+    })
+}

@@ -1,0 +1,353 @@
+use super::*;
+
+fn res(cpu: i64, gpu: i64) -> Resources {
+    BTreeMap::from([
+        ("cpu".to_string(), cpu * 1000),
+        (GPU.to_string(), gpu * 1000),
+    ])
+}
+
+fn cluster(name: &str, nodes: usize, gpus_per_node: i64) -> ClusterState {
+    ClusterState {
+        name: name.into(),
+        ready: true,
+        nodes: vec![res(32, gpus_per_node); nodes],
+        ..Default::default()
+    }
+}
+
+fn job(workers: i32, ps: i32, gpus_per_worker: i64) -> Vec<Demand> {
+    let mut d = vec![Demand {
+        key: ReplicaKey::new(ReplicaType::Chief, 0),
+        requests: res(1, gpus_per_worker),
+    }];
+    d.extend((0..workers).map(|i| Demand {
+        key: ReplicaKey::new(ReplicaType::Worker, i),
+        requests: res(1, gpus_per_worker),
+    }));
+    d.extend((0..ps).map(|i| Demand {
+        key: ReplicaKey::new(ReplicaType::Ps, i),
+        requests: res(1, 0),
+    }));
+    d
+}
+
+fn per_cluster(a: &Assignment) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for c in a.values() {
+        *counts.entry(c.clone()).or_default() += 1;
+    }
+    counts
+}
+
+#[test]
+fn demands_and_policy_come_from_the_job() {
+    let job: TensorFlowTrainingJob = serde_json::from_value(serde_json::json!({
+        "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob", "metadata": {"name": "j"},
+        "spec": {"scheduler": {"federation": {"strategy": "Spread", "allowSplit": false}}, "replicaSpecs": [{"type": "worker", "replicas": 2, "template": {"spec": {"containers": [
+            {"name": "tensorflow", "image": "tf", "resources": {"limits": {"nvidia.com/gpu": 2}, "requests": {"cpu": "500m"}}}]}}}]},
+    }))
+    .expect("valid job");
+    let d = demands(&job);
+    assert_eq!(d.len(), 2);
+    assert_eq!(d[1].key, ReplicaKey::new(ReplicaType::Worker, 1));
+    assert_eq!((d[0].requests[GPU], d[0].requests["cpu"]), (2000, 500));
+    let policy = Policy::of_job(&job);
+    assert_eq!(
+        (policy.strategy, policy.allow_split),
+        (FederationStrategy::Spread, false)
+    );
+}
+
+#[test]
+fn pack_puts_a_job_that_fits_on_the_tightest_single_cluster() {
+    let clusters = vec![
+        cluster("home", 4, 4),
+        cluster("member-1", 2, 4),
+        cluster("member-2", 1, 4),
+    ];
+    let a = place(&job(3, 1, 1), &clusters, &Policy::default()).expect("fits");
+    assert_eq!(
+        per_cluster(&a),
+        BTreeMap::from([("member-2".to_string(), 5)]),
+        "4 GPUs needed: member-2 is the best fit"
+    );
+}
+
+#[test]
+fn pack_splits_over_the_fewest_clusters_and_keeps_ps_with_workers() {
+    let clusters = vec![
+        cluster("home", 1, 4),
+        cluster("member-1", 2, 4),
+        cluster("member-2", 1, 4),
+    ];
+    // 1 chief + 9 workers with 1 GPU each = 10 GPUs; 8 fit on member-1, the rest elsewhere.
+    let a = place(&job(9, 2, 1), &clusters, &Policy::default()).expect("fits when split");
+    let counts = per_cluster(&a);
+    assert_eq!(counts.len(), 2, "two clusters suffice: {counts:?}");
+    assert_eq!(
+        counts.get("member-1"),
+        Some(&10),
+        "the roomiest takes 8 GPU replicas and both ps: {counts:?}"
+    );
+    for i in 0..2 {
+        let ps = a
+            .get(&ReplicaKey::new(ReplicaType::Ps, i))
+            .expect("ps placed");
+        assert!(
+            a.iter()
+                .any(|(k, c)| c == ps && k.replica_type == ReplicaType::Worker),
+            "ps {i} shares a cluster with workers"
+        );
+    }
+}
+
+#[test]
+fn no_split_explains_cluster_by_cluster() {
+    let mut down = cluster("member-2", 4, 4);
+    down.ready = false;
+    let clusters = vec![cluster("member-1", 1, 4), down];
+    let policy = Policy {
+        allow_split: false,
+        ..Policy::default()
+    };
+    let err = place(&job(7, 0, 1), &clusters, &policy).expect_err("8 GPUs fit nowhere");
+    assert_eq!(
+        err.to_string(),
+        "member-1: insufficient nvidia.com/gpu (need 8, free 4); member-2: not Ready"
+    );
+}
+
+#[test]
+fn a_replica_no_node_can_hold_is_reported() {
+    let clusters = vec![cluster("member-1", 4, 2)];
+    let err = place(&job(0, 0, 4), &clusters, &Policy::default()).expect_err("4 GPUs on one node");
+    assert_eq!(
+        err.to_string(),
+        "member-1: no node can hold replica chief-0 as a whole"
+    );
+}
+
+#[test]
+fn spread_deals_replicas_evenly() {
+    let clusters = vec![cluster("home", 4, 4), cluster("member-1", 4, 4)];
+    let policy = Policy {
+        strategy: FederationStrategy::Spread,
+        ..Policy::default()
+    };
+    let a = place(&job(3, 0, 1), &clusters, &policy).expect("fits");
+    assert_eq!(
+        per_cluster(&a),
+        BTreeMap::from([("home".to_string(), 2), ("member-1".to_string(), 2)])
+    );
+}
+
+#[test]
+fn spread_uses_the_clusters_with_room_when_the_first_ones_are_full() {
+    let clusters = vec![
+        cluster("home", 1, 0),
+        cluster("member-1", 1, 0),
+        cluster("member-2", 4, 4),
+        cluster("member-3", 4, 4),
+    ];
+    let policy = Policy {
+        strategy: FederationStrategy::Spread,
+        ..Policy::default()
+    };
+    // A chief and one worker, a GPU each: dealt in name order they would
+    // go to the full home and member-1.
+    let a = place(&job(1, 0, 1), &clusters, &policy).expect("members 2 and 3 have room");
+    assert_eq!(
+        per_cluster(&a),
+        BTreeMap::from([("member-2".to_string(), 1), ("member-3".to_string(), 1)])
+    );
+}
+
+#[test]
+fn weighted_follows_the_weights() {
+    let clusters = vec![
+        cluster("home", 4, 4),
+        cluster("member-1", 4, 4),
+        cluster("member-2", 4, 4),
+    ];
+    let weights = BTreeMap::from([("member-1".to_string(), 3), ("member-2".to_string(), 1)]);
+    let policy = Policy {
+        strategy: FederationStrategy::Weighted,
+        weights,
+        ..Policy::default()
+    };
+    let a = place(&job(7, 0, 1), &clusters, &policy).expect("fits");
+    assert_eq!(
+        per_cluster(&a),
+        BTreeMap::from([("member-1".to_string(), 6), ("member-2".to_string(), 2)])
+    );
+}
+
+#[test]
+fn eligibility_honours_names_selector_and_unschedulable() {
+    let mut gpu = cluster("member-1", 1, 4);
+    gpu.labels.insert("tier".into(), "gpu".into());
+    let mut cordoned = cluster("member-2", 4, 4);
+    cordoned.unschedulable = true;
+    let clusters = vec![cluster("home", 4, 4), gpu, cordoned];
+    let selector = LabelSelector {
+        match_labels: Some(BTreeMap::from([("tier".to_string(), "gpu".to_string())])),
+        ..Default::default()
+    };
+    let policy = Policy {
+        selector: Some(selector),
+        ..Policy::default()
+    };
+    let a = place(&job(1, 0, 1), &clusters, &policy).expect("member-1 fits");
+    assert!(a.values().all(|c| c == "member-1"));
+    let policy = Policy {
+        names: vec!["member-2".into()],
+        ..Policy::default()
+    };
+    let err =
+        place(&job(1, 0, 1), &clusters, &policy).expect_err("only a cordoned cluster is named");
+    assert_eq!(
+        err.reasons.get("member-2").map(String::as_str),
+        Some("unschedulable")
+    );
+    assert_eq!(
+        err.reasons.get("home").map(String::as_str),
+        Some("not in clusterNames")
+    );
+}
+
+#[test]
+fn members_run_only_what_their_namespace_pod_security_admits() {
+    use crate::api::PodSecurityLevel;
+    let member = |name: &str, level: Option<PodSecurityLevel>| {
+        let mut c = cluster(name, 4, 4);
+        c.member = true;
+        if let Some(level) = level {
+            c.pod_security.insert("ml".into(), level);
+        }
+        c
+    };
+    let mut strict_default = member("member-3", None);
+    strict_default.pod_policy.default_pod_security = PodSecurityLevel::Restricted;
+    let clusters = vec![
+        member("member-1", Some(PodSecurityLevel::Restricted)),
+        member("member-2", Some(PodSecurityLevel::Baseline)),
+        strict_default,
+    ];
+    let mut privileges = crate::isolation::Privileges::default();
+    privileges.add(
+        &serde_json::from_value(serde_json::json!({"containers": [{"name": "tensorflow"}]}))
+            .expect("a pod spec"),
+    );
+    let policy = Policy {
+        namespace: "ml".into(),
+        privileges,
+        ..Policy::default()
+    };
+    let a = place(&job(2, 0, 1), &clusters, &policy).expect("member-2 admits it");
+    assert!(a.values().all(|c| c == "member-2"), "{a:?}");
+    let err = place(&job(9, 0, 2), &clusters, &policy).expect_err("too big for member-2");
+    let why = "enforces Pod Security \"restricted\": container tensorflow must set \
+               securityContext.allowPrivilegeEscalation=false";
+    assert_eq!(
+        err.reasons.get("member-1").map(String::as_str),
+        Some(format!("namespace ml {why}").as_str())
+    );
+    assert_eq!(
+        err.reasons.get("member-3").map(String::as_str),
+        Some(format!("namespace ml {why}").as_str()),
+        "no label: the member's default"
+    );
+}
+
+#[test]
+fn members_run_only_the_namespaces_they_allow() {
+    let mut open = cluster("member-1", 4, 4);
+    open.member = true;
+    let mut listing = cluster("member-2", 4, 4);
+    listing.member = true;
+    listing.pod_policy.allowed_namespaces = vec!["research".into()];
+    let clusters = vec![open, listing];
+    let in_namespace = |namespace: &str| Policy {
+        namespace: namespace.into(),
+        names: vec!["member-2".into()],
+        ..Policy::default()
+    };
+    let err = place(&job(1, 0, 1), &clusters, &in_namespace("ml")).expect_err("not allowed");
+    assert_eq!(
+        err.reasons.get("member-2").map(String::as_str),
+        Some("namespace ml is not allowed (spec.podPolicy.allowedNamespaces)")
+    );
+    let a = place(&job(1, 0, 1), &clusters, &in_namespace("research")).expect("allowed");
+    assert!(a.values().all(|c| c == "member-2"), "{a:?}");
+}
+
+#[test]
+fn members_never_run_jobs_of_a_system_namespace() {
+    let mut member = cluster("member-1", 4, 4);
+    member.member = true;
+    let clusters = vec![cluster("home", 1, 4), member];
+    let policy = Policy {
+        system_namespace: Some("kube-system".into()),
+        ..Policy::default()
+    };
+    let err = place(&job(1, 0, 4), &clusters, &policy).expect_err("home is too small");
+    assert_eq!(
+        err.reasons.get("member-1").map(String::as_str),
+        Some("the job's namespace is a system namespace there")
+    );
+    let a = place(&job(0, 0, 4), &clusters, &policy).expect("home fits the chief");
+    assert!(a.values().all(|c| c == "home"));
+    let job_in = |ns: &str| -> TensorFlowTrainingJob {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob",
+            "metadata": {"name": "j", "namespace": ns}, "spec": {"replicaSpecs": []}}))
+        .expect("a job")
+    };
+    assert_eq!(
+        Policy::of_job(&job_in("kube-system"))
+            .system_namespace
+            .as_deref(),
+        Some("kube-system")
+    );
+    assert_eq!(
+        Policy::of_job(&job_in("tfjob-federator"))
+            .system_namespace
+            .as_deref(),
+        Some("tfjob-federator")
+    );
+    assert_eq!(Policy::of_job(&job_in("ml")).system_namespace, None);
+}
+
+#[test]
+fn jobs_differing_only_in_names_share_a_shape() {
+    let policy = Policy::default();
+    let a = job(2, 1, 4);
+    let mut b = a.clone();
+    b.reverse();
+    assert_eq!(shape(&a, &policy), shape(&b, &policy));
+    assert_ne!(shape(&a, &policy), shape(&job(2, 1, 2), &policy));
+    let spread = Policy {
+        strategy: FederationStrategy::Spread,
+        ..Policy::default()
+    };
+    assert_ne!(shape(&a, &policy), shape(&a, &spread));
+}
+
+#[test]
+fn the_ledger_keeps_concurrent_jobs_from_over_committing() {
+    let clusters = vec![cluster("member-1", 1, 4)];
+    let first = job(3, 0, 1);
+    let a = place(&first, &clusters, &Policy::default()).expect("first fits");
+    let mut ledger = Ledger::default();
+    ledger.reserve("job-a", &first, &a);
+    let err = place(&job(0, 0, 1), &ledger.apply(&clusters), &Policy::default())
+        .expect_err("the 4 GPUs are promised");
+    assert!(
+        err.to_string()
+            .contains("insufficient nvidia.com/gpu (need 1, free 0)"),
+        "{err}"
+    );
+    ledger.release("job-a");
+    assert!(place(&job(0, 0, 1), &ledger.apply(&clusters), &Policy::default()).is_ok());
+}
