@@ -1043,6 +1043,22 @@ async fn a_user_written_placement_annotation_is_ignored(ground: Ground) {
     );
 }
 
+/// Waits until `job` waits for capacity with a message giving `why` for
+/// member-1 and member-2 alike.
+async fn waits_saying_why_on_each_member(f: &Federation, job: &str, why: &str) {
+    let waiting = f
+        .wait_job(job, "waiting, saying why", WAIT, |j| {
+            condition(j, "Initialized").is_some_and(|c| c["reason"] == "WaitingForCapacity")
+        })
+        .await;
+    let message = condition(&waiting, "Initialized")
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default();
+    for member in ["member-1", "member-2"] {
+        assert!(message.contains(&format!("{member}: {why}")), "{message}");
+    }
+}
+
 /// A home user's job with privileged containers once ran on a member as
 /// written. A member runs it only if its `podPolicy` allows it; the job
 /// waits meanwhile, saying why per member.
@@ -1052,21 +1068,12 @@ async fn a_member_runs_only_what_its_pod_policy_allows(ground: Ground) {
     job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["securityContext"] =
         json!({"privileged": true});
     f.submit(job).await;
-    let waiting = f
-        .wait_job("root", "waiting, saying why", WAIT, |j| {
-            condition(j, "Initialized").is_some_and(|c| c["reason"] == "WaitingForCapacity")
-        })
-        .await;
-    let message = condition(&waiting, "Initialized")
-        .cloned()
-        .unwrap_or_default();
-    let message = message["message"].as_str().unwrap_or_default().to_string();
-    for member in ["member-1", "member-2"] {
-        let why = format!(
-            "{member}: privileged containers are not allowed (spec.podPolicy.allowPrivileged)"
-        );
-        assert!(message.contains(&why), "{message}");
-    }
+    waits_saying_why_on_each_member(
+        &f,
+        "root",
+        "privileged containers are not allowed (spec.podPolicy.allowPrivileged)",
+    )
+    .await;
     assert!(
         f.pods_on("root", &CLUSTERS).await.is_empty(),
         "no pod anywhere"
@@ -1110,21 +1117,12 @@ async fn a_member_runs_only_the_namespaces_it_allows(ground: Ground) {
         json!({"scheduler": {"federation": {"clusterNames": ["member-1", "member-2"]}}});
     f.submit(gpu_job("elsewhere", &[("worker", 1, 1)], on_members, "300"))
         .await;
-    let waiting = f
-        .wait_job("elsewhere", "waiting, saying why", WAIT, |j| {
-            condition(j, "Initialized").is_some_and(|c| c["reason"] == "WaitingForCapacity")
-        })
-        .await;
-    let message = condition(&waiting, "Initialized")
-        .and_then(|c| c["message"].as_str())
-        .unwrap_or_default()
-        .to_string();
-    for member in ["member-1", "member-2"] {
-        let why = format!(
-            "{member}: namespace default is not allowed (spec.podPolicy.allowedNamespaces)"
-        );
-        assert!(message.contains(&why), "{message}");
-    }
+    waits_saying_why_on_each_member(
+        &f,
+        "elsewhere",
+        "namespace default is not allowed (spec.podPolicy.allowedNamespaces)",
+    )
+    .await;
     members
         .patch(
             "member-2",
@@ -1174,21 +1172,7 @@ async fn a_member_runs_only_what_its_namespace_pod_security_admits(ground: Groun
     }
     f.submit(gpu_job("plain", &[("worker", 1, 1)], json!({}), "300"))
         .await;
-    let waiting = f
-        .wait_job("plain", "waiting, saying why", WAIT, |j| {
-            condition(j, "Initialized").is_some_and(|c| c["reason"] == "WaitingForCapacity")
-        })
-        .await;
-    let message = condition(&waiting, "Initialized")
-        .and_then(|c| c["message"].as_str())
-        .unwrap_or_default()
-        .to_string();
-    for member in ["member-1", "member-2"] {
-        let why = format!(
-            "{member}: namespace default enforces Pod Security \"restricted\": container tensorflow must set securityContext.allowPrivilegeEscalation=false"
-        );
-        assert!(message.contains(&why), "{message}");
-    }
+    waits_saying_why_on_each_member(&f, "plain", "namespace default enforces Pod Security \"restricted\": container tensorflow must set securityContext.allowPrivilegeEscalation=false").await;
     assert!(
         f.pods_on("plain", &CLUSTERS).await.is_empty(),
         "no pod anywhere"
