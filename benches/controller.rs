@@ -26,7 +26,7 @@ use futures::StreamExt;
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube_sim::{self as sim, ClusterHandle, NodeShape, SimOptions};
+use kube_sim::{self as sim, NodeShape, RunningCluster, SimOptions};
 use serde_json::{Value, json};
 use tfjob_federator::api::{
     JobPhase, MemberCluster, TensorFlowTrainingJob, TensorFlowTrainingJobStatus,
@@ -196,7 +196,7 @@ fn run(scenario: &Scenario) -> bool {
         nodes: scenario.nodes.clone(),
         ..Default::default()
     };
-    let clusters: Vec<ClusterHandle> = sim_runtime.block_on(async {
+    let clusters: Vec<RunningCluster> = sim_runtime.block_on(async {
         let mut clusters = Vec::new();
         for name in sim::cluster_names(scenario.members + 1) {
             clusters.push(

@@ -27,7 +27,7 @@ use crate::api::{MemberCluster, TensorFlowTrainingJob};
 use crate::config::ControllerConfig;
 use crate::telemetry::{self, MetricsServer};
 use crate::{controller, join};
-use kube_sim::{self as sim, ClusterHandle, SimOptions};
+use kube_sim::{self as sim, RunningCluster, SimOptions};
 
 /// How long registered members may take to answer their first probe.
 const MEMBERS_READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -153,7 +153,7 @@ impl Signals {
 
 async fn drive(
     sim_runtime: &tokio::runtime::Handle,
-    clusters: &mut Vec<ClusterHandle>,
+    clusters: &mut Vec<RunningCluster>,
     plan: Plan<'_>,
     out: &mut Output,
 ) -> Result<Ended, DemoError> {
@@ -197,7 +197,7 @@ async fn drive(
 /// them until each has settled or timed out.
 async fn follow_jobs(
     sim_runtime: &tokio::runtime::Handle,
-    clusters: &mut Vec<ClusterHandle>,
+    clusters: &mut Vec<RunningCluster>,
     plan: Plan<'_>,
     out: &mut Output,
     started: Instant,

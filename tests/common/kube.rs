@@ -13,7 +13,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind, Status};
-use kube_sim::{self as sim, ClusterHandle, SimOptions};
+use kube_sim::{self as sim, RunningCluster, SimOptions};
 use serde_json::{Value, json};
 
 #[macro_use]
@@ -27,7 +27,7 @@ pub const EVENTUALLY: Duration = Duration::from_secs(5);
 
 /// One simulated cluster and a kube-rs client for it.
 pub struct SimCluster {
-    pub handle: ClusterHandle,
+    pub handle: RunningCluster,
     pub client: Client,
 }
 
@@ -239,7 +239,7 @@ pub struct TestCluster {
     pub namespace: String,
     /// The admin kubeconfig (YAML), with the test's namespace as its default.
     pub kubeconfig: String,
-    sim: Option<ClusterHandle>,
+    sim: Option<RunningCluster>,
     private: Option<Launcher>,
 }
 
@@ -296,7 +296,7 @@ impl TestCluster {
         ground: Ground,
         kubeconfig: &str,
         test: &str,
-        sim: Option<ClusterHandle>,
+        sim: Option<RunningCluster>,
         private: Option<Launcher>,
     ) -> TestCluster {
         let namespace = test_namespace(&client_for(kubeconfig).await, test).await;

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams};
-use kube_sim::{self as sim, ClusterHandle, SimOptions};
+use kube_sim::{self as sim, RunningCluster, SimOptions};
 use serde_json::Value;
 
 #[macro_use]
@@ -61,7 +61,7 @@ pub struct Kubectl {
     /// The namespace kubectl uses when a command names none.
     pub namespace: String,
     runtime: Option<tokio::runtime::Runtime>,
-    handle: Option<ClusterHandle>,
+    handle: Option<RunningCluster>,
     /// An admin client, for requests kubectl never sends.
     client: kube::Client,
     /// A namespace of the test's own, deleted at the end on a shared cluster.
@@ -142,7 +142,7 @@ impl Kubectl {
     fn with(
         ground: Ground,
         runtime: tokio::runtime::Runtime,
-        handle: Option<ClusterHandle>,
+        handle: Option<RunningCluster>,
         kubeconfig_yaml: &str,
         test: &str,
         namespace: Option<String>,

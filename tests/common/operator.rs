@@ -30,7 +30,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 
 use kube::{Client, Resource, ResourceExt};
-use kube_sim::{self as sim, ClusterHandle, NodeShape, SimOptions};
+use kube_sim::{self as sim, NodeShape, RunningCluster, SimOptions};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tfjob_federator::api::{JobPhase, TensorFlowTrainingJob};
@@ -52,7 +52,7 @@ pub struct Env {
     pub kubeconfig: PathBuf,
     /// What the controller runs with.
     controller_kubeconfig: PathBuf,
-    cluster: Option<ClusterHandle>,
+    cluster: Option<RunningCluster>,
     controller: Option<ControllerProcess>,
     config: Option<PathBuf>,
     /// On the real ground: the shared cluster is this test's meanwhile.

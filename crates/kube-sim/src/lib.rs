@@ -82,14 +82,14 @@ pub struct Access {
 }
 
 /// A running simulated cluster; dropping it does not stop it, `stop` does.
-pub struct ClusterHandle {
+pub struct RunningCluster {
     pub name: String,
     pub address: SocketAddr,
     stop: signal::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl ClusterHandle {
+impl RunningCluster {
     pub fn url(&self) -> String {
         format!("http://{}", self.address)
     }
@@ -113,7 +113,7 @@ pub fn kubeconfig_yaml(name: &str, server: &str) -> String {
 }
 
 /// Starts one simulated cluster on a free port of 127.0.0.1.
-pub async fn start_cluster(name: &str, options: &SimOptions) -> std::io::Result<ClusterHandle> {
+pub async fn start_cluster(name: &str, options: &SimOptions) -> std::io::Result<RunningCluster> {
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
     let address = listener.local_addr()?;
     let (stop, shutdown) = signal::channel(false);
@@ -134,7 +134,7 @@ pub async fn start_cluster(name: &str, options: &SimOptions) -> std::io::Result<
     tokio::spawn(nodes::heartbeat(cluster.clone(), options.nodes.clone()));
     let task = tokio::spawn(accept_loop(listener, cluster, shutdown));
     tracing::info!(cluster = name, %address, "simulated cluster serving");
-    Ok(ClusterHandle {
+    Ok(RunningCluster {
         name: name.to_string(),
         address,
         stop,
@@ -225,7 +225,7 @@ pub fn cluster_names(count: usize) -> Vec<String> {
 }
 
 /// Writes `DIR/<name>.kubeconfig` for every cluster, then `DIR/ready`.
-pub fn write_kubeconfigs(dir: &Path, clusters: &[ClusterHandle]) -> std::io::Result<Vec<PathBuf>> {
+pub fn write_kubeconfigs(dir: &Path, clusters: &[RunningCluster]) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let mut paths = Vec::new();
     for c in clusters {
