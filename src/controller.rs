@@ -15,9 +15,9 @@ use kube::api::{Api, PostParams};
 
 use crate::actors::Shared;
 use crate::actors::call::{self, Backoff, Kind, Outcome};
-use crate::actors::cluster::ClusterActor;
 use crate::actors::manager::JobManager;
 use crate::actors::members::MemberSupervisor;
+use crate::clusters::ClusterActor;
 use crate::config::ControllerConfig;
 use crate::signing::{self, Signer};
 use crate::telemetry::{self, Metrics, Readiness, Synced};

@@ -266,7 +266,7 @@ async fn metrics_lint_clean_feed_every_dashboard_panel_and_prometheus() {
             sample(
                 &scrape,
                 &format!(
-                    "tfjob_federator_api_requests_total{{cluster=\"{member}\",code=\"201\",verb=\"create\"}}"
+                    "tfjob_federator_api_requests_total{{cluster=\"{member}\",code=\"201\",resource=\"pods\",verb=\"create\"}}"
                 )
             )
             .is_some_and(|n| n >= 1.0),

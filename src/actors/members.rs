@@ -1,17 +1,15 @@
-//! Member clusters: for every MemberCluster on home, a client built from
-//! its kubeconfig Secret (rebuilt when the Secret changes), a ClusterActor
-//! for the managed pods, a health probe, the capacity informers (nodes
-//! and active pods) whose numbers go to the MemberCluster's status, and an
-//! informer of the namespaces that enforce a Pod Security level.
+//! Member clusters: for every MemberCluster on home, a connection (see
+//! `clusters`: client from its kubeconfig Secret, rebuilt when the Secret
+//! changes; the managed pods' informer; capacity and Pod Security
+//! informers; the probe), whose findings go to the MemberCluster's status.
 //!
-//! It is also where placements are decided, one at a time, so that the
-//! reservation ledger sees every decision: jobs waiting for capacity are
-//! tried in order of `t9kScheduler.priority`, then age, whenever capacity
-//! may have grown — a pod on a target cluster ended (coalesced over
-//! `RETRY_COALESCE`), a hold was released, a probe or a spec change came in.
-//! A job that could not be placed is not tried again until then: a new job
-//! costs one decision, not one per waiting job. Without any MemberCluster every replica goes to
-//! home at once, as a single-cluster operator does.
+//! It is also where placements are decided, one at a time, through the
+//! pure `placement::queue::Queue` (order, holds, when a job is worth
+//! another try); this actor tells the queue when capacity may have grown —
+//! a pod on a target cluster ended (coalesced over `RETRY_COALESCE`), a
+//! hold was released, a probe or a spec change came in — and answers the
+//! jobs. Without any MemberCluster every replica goes to home at once, as a
+//! single-cluster operator does.
 //!
 //! The probe is periodic per cluster (not per job): Ready turns False after
 //! a failed probe and True again after a good one, with the last heartbeat.
@@ -31,151 +29,37 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use super::Shared;
 use super::call::Backoff;
-use super::cluster::{ClusterActor, ClusterHandle};
-use crate::api::{
-    ClusterCondition, MemberCluster, MemberClusterStatus, PodSecurityLevel, READY_CONDITION,
-};
+use crate::api::MemberCluster;
 use crate::builders::DEFAULT_ADDRESS_TEMPLATE;
-use crate::capacity::{self, Capacity};
-use crate::placement::{self, Assignment, ClusterState, Demand, Ledger, Policy};
+use crate::capacity::Capacity;
+use crate::clusters::{self, CapacityWatch, ClusterActor, ClusterHandle, PodSecurityWatch, Probe};
+use crate::placement::queue::{Answer, Queue, Request};
+use crate::placement::{self, Assignment, ClusterState, Demand, Policy};
 use crate::telemetry::metrics::Alive;
 use crate::telemetry::{ActorKind, PlacementOutcome};
 
 /// Pods ending on a cluster within this window cost one retry of the queue.
 const RETRY_COALESCE: Duration = Duration::from_millis(50);
-/// A probe slower than this counts as failed.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The node and active-pod caches of one cluster.
-#[derive(Clone)]
-pub struct CapacityWatch {
-    nodes: Store<Node>,
-    pods: Store<Pod>,
-    _informers: Arc<Informers>,
-}
-
-/// The informer tasks, stopped when the last `CapacityWatch` clone goes.
-struct Informers(Vec<tokio::task::JoinHandle<()>>);
-
-impl Drop for Informers {
-    fn drop(&mut self) {
-        for task in &self.0 {
-            task.abort();
-        }
-    }
-}
-
-/// A pod on a target cluster left the active set, or a node came or
-/// changed: capacity may be free.
+/// A pod on a target cluster left the active set, a node came or changed,
+/// or a namespace's Pod Security level changed: capacity may be free.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct CapacityFreed;
 
-impl CapacityWatch {
-    /// Starts the two informers on `client`; `freed` hears of every pod
-    /// that ends or goes, and of every node listed or changed.
-    pub fn start(client: &Client, freed: Recipient<CapacityFreed>) -> CapacityWatch {
-        let (nodes, node_writer) = reflector::store();
-        let (pods, pod_writer) = reflector::store();
-        let node_stream = reflector::reflector(
-            node_writer,
-            watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff(),
-        );
-        let active =
-            watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed");
-        let pod_stream = reflector::reflector(
-            pod_writer,
-            watcher(Api::<Pod>::all(client.clone()), active).default_backoff(),
-        );
-        let nodes_freed = freed.clone();
-        let informers = Informers(vec![
-            // Nodes listed (at last) or changed: a job tried against a
-            // snapshot without them is worth trying again.
-            tokio::spawn(node_stream.for_each(move |event| {
-                if matches!(
-                    event,
-                    Ok(watcher::Event::Apply(_) | watcher::Event::InitDone)
-                ) {
-                    nodes_freed.do_send(CapacityFreed);
-                }
-                futures::future::ready(())
-            })),
-            tokio::spawn(pod_stream.for_each(move |event| {
-                if matches!(event, Ok(watcher::Event::Delete(_))) {
-                    freed.do_send(CapacityFreed);
-                }
-                futures::future::ready(())
-            })),
-        ]);
-        CapacityWatch {
-            nodes,
-            pods,
-            _informers: Arc::new(informers),
-        }
-    }
-
-    pub fn snapshot(&self) -> Capacity {
-        let nodes = self.nodes.state();
-        let pods = self.pods.state();
-        capacity::compute(
-            nodes.iter().map(|n| n.as_ref()),
-            pods.iter().map(|p| p.as_ref()),
-        )
-    }
-}
-
-/// The Pod Security level each labelled namespace of a member enforces.
-#[derive(Clone)]
-pub struct PodSecurityWatch {
-    namespaces: Store<kube::core::PartialObjectMeta<Namespace>>,
-    _informer: Arc<Informers>,
-}
-
-impl PodSecurityWatch {
-    /// Watches the metadata of the namespaces that carry the enforce label;
-    /// `changed` hears of every change (a waiting job may fit now).
-    pub fn start(client: &Client, changed: Recipient<CapacityFreed>) -> PodSecurityWatch {
-        let (namespaces, writer) = reflector::store();
-        let labelled = watcher::Config::default().labels(PodSecurityLevel::ENFORCE_LABEL);
-        let stream = reflector::reflector(
-            writer,
-            watcher(
-                Api::<kube::core::PartialObjectMeta<Namespace>>::all(client.clone()),
-                labelled,
-            )
-            .default_backoff(),
-        );
-        let informer = Informers(vec![tokio::spawn(stream.for_each(move |event| {
-            if event.is_ok() {
-                changed.do_send(CapacityFreed);
-            }
-            futures::future::ready(())
-        }))]);
-        PodSecurityWatch {
-            namespaces,
-            _informer: Arc::new(informer),
-        }
-    }
-
-    pub fn levels(&self) -> BTreeMap<String, PodSecurityLevel> {
-        crate::isolation::enforced_levels(
-            self.namespaces
-                .state()
-                .iter()
-                .map(|ns| (ns.name_any(), ns.labels().clone())),
-        )
-    }
+/// What the informers of a cluster call when capacity may have grown.
+fn capacity_freed(ctx: &Context<MemberSupervisor>) -> clusters::Changed {
+    let me = ctx.address();
+    Arc::new(move || me.do_send(CapacityFreed))
 }
 
 /// A member cluster the controller is connected to; dropping it stops its
@@ -277,29 +161,6 @@ pub struct Resolve(pub Vec<String>);
 #[rtype(result = "()")]
 pub struct Release(pub String);
 
-struct Waiting {
-    demands: Vec<Demand>,
-    policy: Policy,
-    reply: Recipient<PlacementDecided>,
-    last_reason: Option<String>,
-    /// The capacity epoch of its last failed try: until capacity may have
-    /// grown again, trying it again cannot succeed.
-    tried: Option<u64>,
-    /// See `placement::shape`.
-    shape: String,
-}
-
-impl Waiting {
-    /// Tells the job why it waits, when the reason is new.
-    fn tell_waiting(&mut self, reason: &str, metrics: &crate::telemetry::Metrics) {
-        if self.last_reason.as_deref() != Some(reason) {
-            self.last_reason = Some(reason.to_string());
-            let wait = PlacementDecided(Err(reason.to_string()));
-            super::tell(&self.reply, wait, metrics, ActorKind::Job);
-        }
-    }
-}
-
 /// Watches MemberClusters, keeps one connection per member, and decides placements.
 pub struct MemberSupervisor {
     shared: Arc<Shared>,
@@ -308,11 +169,7 @@ pub struct MemberSupervisor {
     /// The first list of MemberClusters is in: placements may be decided.
     listed: bool,
     home_capacity: Option<CapacityWatch>,
-    /// (−priority, creation, uid) orders the queue.
-    waiting: BTreeMap<(std::cmp::Reverse<i32>, String, String), Waiting>,
-    ledger: Ledger,
-    /// Counts the moments capacity may have grown (see `Waiting::tried`).
-    capacity_epoch: u64,
+    queue: Queue<Recipient<PlacementDecided>>,
     /// A coalesced retry of the queue is scheduled.
     retry_scheduled: bool,
     /// Members whose kubeconfig cannot be used, and why.
@@ -336,9 +193,7 @@ impl MemberSupervisor {
             specs: HashMap::new(),
             listed: false,
             home_capacity: None,
-            waiting: BTreeMap::new(),
-            ledger: Ledger::default(),
-            capacity_epoch: 0,
+            queue: Queue::default(),
             retry_scheduled: false,
             unusable: HashMap::new(),
             deregistered: Default::default(),
@@ -355,7 +210,7 @@ impl MemberSupervisor {
         ctx.spawn(
             async move {
                 let wrap = |config| crate::telemetry::instrumented_client(config, &cluster, metrics).map_err(|e| format!("client: {e}"));
-                crate::clusters::member_client(&home, &member, backoff, wrap).await.map_err(|e| e.to_string())
+                clusters::member_client(&home, &member, backoff, wrap).await.map_err(|e| e.to_string())
             }
             .into_actor(self)
             .map(move |result: Result<(Client, Option<String>), String>, act, ctx| match result {
@@ -366,8 +221,8 @@ impl MemberSupervisor {
                     let previous = act.members.get(&name).map(|m| m.handle.clone());
                     let (actor, handle) = ClusterActor::replacing(name.clone(), client.clone(), act.shared.metrics.clone(), previous.as_ref());
                     let actor = actor.start();
-                    let capacity = CapacityWatch::start(&client, ctx.address().recipient());
-                    let pod_security = PodSecurityWatch::start(&client, ctx.address().recipient());
+                    let capacity = CapacityWatch::start(&client, capacity_freed(ctx));
+                    let pod_security = PodSecurityWatch::start(&client, capacity_freed(ctx));
                     tracing::info!(cluster = %name, "member cluster connected");
                     let (lost, swept) = act.members.get(&name).map_or((false, false), |m| (m.lost, m.swept));
                     act.unusable.remove(&name);
@@ -392,15 +247,7 @@ impl MemberSupervisor {
         let client = member.handle.client.clone();
         let me = ctx.address();
         tokio::spawn(async move {
-            let (ready, message) =
-                match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
-                    Ok(Ok(_)) => (true, "the API server answers".to_string()),
-                    Ok(Err(e)) => (false, format!("probe failed: {e}")),
-                    Err(_) => (
-                        false,
-                        format!("no answer within {}s", PROBE_TIMEOUT.as_secs()),
-                    ),
-                };
+            let Probe { ready, message } = clusters::probe(&client).await;
             me.do_send(Probed {
                 name,
                 ready,
@@ -556,89 +403,62 @@ impl MemberSupervisor {
         states
     }
 
-    /// Capacity may have grown: every waiting job is worth another try.
-    fn capacity_may_have_grown(&mut self) {
-        self.capacity_epoch += 1;
+    /// Tries the waiting jobs against the capacity there is now and
+    /// answers them.
+    fn try_waiting(&mut self) {
+        if self.listed && !self.queue.is_empty() {
+            let clusters = self.cluster_states();
+            let (home, single_cluster) = (&self.shared.home.name, self.specs.is_empty());
+            let metrics = &self.shared.metrics;
+            let answers = self.queue.try_waiting(|demands, policy, ledger| {
+                if single_cluster {
+                    // Everything at home: the scheduler queues it.
+                    return Ok(demands.iter().map(|d| (d.key, home.clone())).collect());
+                }
+                let started = Instant::now();
+                let decision = placement::place(demands, &ledger.apply(&clusters), policy);
+                metrics.placement_decided(started.elapsed(), PlacementOutcome::of(&decision));
+                decision.map_err(|e| e.to_string())
+            });
+            for answer in answers {
+                self.answer(answer);
+            }
+        }
+        self.shared.metrics.jobs_waiting(self.queue.len());
     }
 
-    /// Tries every waiting job in priority order against the current
-    /// capacity, except those that failed since capacity last grew.
-    fn try_waiting(&mut self) {
-        self.shared.metrics.jobs_waiting(self.waiting.len());
-        if !self.listed || self.waiting.is_empty() {
-            return;
-        }
-        let clusters = self.cluster_states();
-        // Capacity only shrinks during a pass: a shape that failed fails again.
-        let mut failed_shapes: HashMap<String, String> = HashMap::new();
-        let keys: Vec<_> = self.waiting.keys().cloned().collect();
-        for key in keys {
-            let Some(waiting) = self.waiting.get_mut(&key) else {
-                continue;
-            };
-            if waiting.tried == Some(self.capacity_epoch) {
-                continue;
+    fn answer(&mut self, answer: Answer<Recipient<PlacementDecided>>) {
+        let (reply, decided) = match answer {
+            Answer::Waits { reply, reason } => (reply, PlacementDecided(Err(reason))),
+            Answer::Placed {
+                request,
+                assignment,
+            } => {
+                let targets: Option<BTreeMap<String, Target>> = assignment
+                    .values()
+                    .map(|c| Some((c.clone(), self.target(c)?)))
+                    .collect();
+                // Placement picks only connected clusters; should one be
+                // gone, the job asks again rather than be lost.
+                let Some(targets) = targets else {
+                    self.queue.release(&request.job_uid);
+                    self.queue.request(*request);
+                    return;
+                };
+                let placed = Placed {
+                    assignment,
+                    targets,
+                };
+                (request.reply, PlacementDecided(Ok(placed)))
             }
-            if let Some(reason) = failed_shapes.get(&waiting.shape) {
-                waiting.tried = Some(self.capacity_epoch);
-                waiting.tell_waiting(reason, &self.shared.metrics);
-                continue;
-            }
-            let uid = key.2.clone();
-            let started = Instant::now();
-            let decision = if self.specs.is_empty() {
-                // Single-cluster mode: everything at home, the scheduler queues it.
-                Ok(waiting
-                    .demands
-                    .iter()
-                    .map(|d| (d.key, self.shared.home.name.clone()))
-                    .collect::<Assignment>())
-            } else {
-                placement::place(
-                    &waiting.demands,
-                    &self.ledger.apply(&clusters),
-                    &waiting.policy,
-                )
-            };
-            let outcome = PlacementOutcome::of(&decision);
-            self.shared
-                .metrics
-                .placement_decided(started.elapsed(), outcome);
-            let decision = decision.map_err(|e| e.to_string());
-            match decision {
-                Ok(assignment) => {
-                    let targets: Option<BTreeMap<String, Target>> = assignment
-                        .values()
-                        .map(|c| Some((c.clone(), self.target(c)?)))
-                        .collect();
-                    // A cluster that vanished meanwhile: the job keeps waiting.
-                    let Some(targets) = targets else { continue };
-                    let Some(waiting) = self.waiting.remove(&key) else {
-                        continue;
-                    };
-                    if !self.specs.is_empty() {
-                        self.ledger.reserve(&uid, &waiting.demands, &assignment);
-                    }
-                    let placed = PlacementDecided(Ok(Placed {
-                        assignment,
-                        targets,
-                    }));
-                    super::tell(&waiting.reply, placed, &self.shared.metrics, ActorKind::Job);
-                }
-                Err(reason) => {
-                    waiting.tried = Some(self.capacity_epoch);
-                    waiting.tell_waiting(&reason, &self.shared.metrics);
-                    failed_shapes.insert(waiting.shape.clone(), reason);
-                }
-            }
-        }
-        self.shared.metrics.jobs_waiting(self.waiting.len());
+        };
+        super::tell(&reply, decided, &self.shared.metrics, ActorKind::Job);
     }
 
     fn write_status(&self, name: &str, ready: bool, message: &str, capacity: Option<Capacity>) {
         let spec = self.specs.get(name);
         let previous = spec.and_then(|m| m.status.clone()).unwrap_or_default();
-        let mut status = member_status(
+        let mut status = clusters::member_status(
             &previous,
             ready,
             message,
@@ -663,52 +483,6 @@ impl MemberSupervisor {
     }
 }
 
-/// The MemberCluster status after a probe: the Ready condition keeps its
-/// transition time while its status holds.
-pub fn member_status(
-    previous: &MemberClusterStatus,
-    ready: bool,
-    message: &str,
-    capacity: Option<&Capacity>,
-    now: Time,
-) -> MemberClusterStatus {
-    let status = if ready { "True" } else { "False" };
-    let transition = previous
-        .conditions
-        .iter()
-        .find(|c| c.condition_type == READY_CONDITION && c.status == status)
-        .and_then(|c| c.last_transition_time.clone())
-        .unwrap_or_else(|| now.clone());
-    MemberClusterStatus {
-        conditions: vec![ClusterCondition {
-            condition_type: READY_CONDITION.into(),
-            status: status.into(),
-            last_transition_time: Some(transition),
-            reason: Some(
-                if ready {
-                    "ProbeSucceeded"
-                } else {
-                    "ProbeFailed"
-                }
-                .into(),
-            ),
-            message: Some(message.into()),
-        }],
-        last_heartbeat_time: if ready {
-            Some(now)
-        } else {
-            previous.last_heartbeat_time.clone()
-        },
-        allocatable: capacity
-            .map(|c| capacity::report(&c.allocatable))
-            .unwrap_or_else(|| previous.allocatable.clone()),
-        free: capacity
-            .map(|c| capacity::report(&c.free))
-            .unwrap_or_else(|| previous.free.clone()),
-        observed_generation: previous.observed_generation,
-    }
-}
-
 impl Actor for MemberSupervisor {
     type Context = Context<Self>;
 
@@ -716,7 +490,7 @@ impl Actor for MemberSupervisor {
         if self.shared.config.home_is_target {
             self.home_capacity = Some(CapacityWatch::start(
                 &self.shared.home.client,
-                ctx.address().recipient(),
+                capacity_freed(ctx),
             ));
         }
         let api: Api<MemberCluster> = Api::all(self.shared.home.client.clone());
@@ -729,10 +503,8 @@ impl Actor for MemberSupervisor {
         );
         // Kubeconfig Secrets written by `join` carry the managed-by label; a
         // change to one rebuilds the member's client.
-        let secrets: Api<Secret> = Api::namespaced(
-            self.shared.home.client.clone(),
-            crate::clusters::SECRETS_NAMESPACE,
-        );
+        let secrets: Api<Secret> =
+            Api::namespaced(self.shared.home.client.clone(), clusters::SECRETS_NAMESPACE);
         let labelled = watcher::Config::default().labels(crate::builders::MANAGED_SELECTOR);
         let changed = watcher(secrets, labelled)
             .default_backoff()
@@ -793,7 +565,7 @@ impl Handler<MemberObserved> for MemberSupervisor {
                     self.probe(ctx, name);
                 }
                 self.answer_resolves();
-                self.capacity_may_have_grown();
+                self.queue.capacity_may_have_grown();
                 self.try_waiting();
             }
             watcher::Event::Delete(member) => {
@@ -810,7 +582,7 @@ impl Handler<MemberObserved> for MemberSupervisor {
             watcher::Event::InitDone => {
                 self.listed = true;
                 self.answer_resolves();
-                self.capacity_may_have_grown();
+                self.queue.capacity_may_have_grown();
                 self.try_waiting();
             }
             watcher::Event::Init => {}
@@ -884,7 +656,7 @@ impl Handler<Probed> for MemberSupervisor {
         if sweep_due {
             self.sweep(ctx, &msg.name);
         }
-        self.capacity_may_have_grown();
+        self.queue.capacity_may_have_grown();
         self.try_waiting();
     }
 }
@@ -907,7 +679,7 @@ impl Handler<Swept> for MemberSupervisor {
                     .metrics
                     .cluster_probed(&msg.name, placeable, capacity.as_ref());
                 self.write_status(&msg.name, placeable, "the API server answers", capacity);
-                self.capacity_may_have_grown();
+                self.queue.capacity_may_have_grown();
                 self.try_waiting();
             }
             // The next good probe tries again.
@@ -923,18 +695,14 @@ impl Handler<Place> for MemberSupervisor {
 
     fn handle(&mut self, msg: Place, _ctx: &mut Self::Context) {
         let _timer = self.shared.metrics.handling(ActorKind::MemberSupervisor);
-        let key = (std::cmp::Reverse(msg.priority), msg.created, msg.job_uid);
-        self.waiting.insert(
-            key,
-            Waiting {
-                reply: msg.reply,
-                last_reason: None,
-                tried: None,
-                shape: placement::shape(&msg.demands, &msg.policy),
-                demands: msg.demands,
-                policy: msg.policy,
-            },
-        );
+        self.queue.request(Request {
+            job_uid: msg.job_uid,
+            priority: msg.priority,
+            created: msg.created,
+            demands: msg.demands,
+            policy: msg.policy,
+            reply: msg.reply,
+        });
         self.try_waiting();
     }
 }
@@ -959,8 +727,8 @@ impl Handler<CapacityFreed> for MemberSupervisor {
     type Result = ();
 
     fn handle(&mut self, _msg: CapacityFreed, ctx: &mut Self::Context) {
-        self.capacity_may_have_grown();
-        if self.waiting.is_empty() || std::mem::replace(&mut self.retry_scheduled, true) {
+        self.queue.capacity_may_have_grown();
+        if self.queue.is_empty() || std::mem::replace(&mut self.retry_scheduled, true) {
             return;
         }
         ctx.run_later(RETRY_COALESCE, |act, _| {
@@ -975,34 +743,7 @@ impl Handler<Release> for MemberSupervisor {
 
     fn handle(&mut self, msg: Release, _ctx: &mut Self::Context) {
         let _timer = self.shared.metrics.handling(ActorKind::MemberSupervisor);
-        self.ledger.release(&msg.0);
-        self.waiting.retain(|key, _| key.2 != msg.0);
-        self.capacity_may_have_grown();
+        self.queue.release(&msg.0);
         self.try_waiting();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn at(second: i64) -> Time {
-        Time(jiff::Timestamp::from_second(second).expect("valid"))
-    }
-
-    #[test]
-    fn ready_keeps_its_transition_time_and_heartbeat_moves() {
-        let first = member_status(&MemberClusterStatus::default(), true, "ok", None, at(10));
-        let second = member_status(&first, true, "ok", None, at(20));
-        assert_eq!(second.conditions[0].last_transition_time, Some(at(10)));
-        assert_eq!(second.last_heartbeat_time, Some(at(20)));
-        let lost = member_status(&second, false, "no answer", None, at(30));
-        assert_eq!(lost.conditions[0].status, "False");
-        assert_eq!(lost.conditions[0].last_transition_time, Some(at(30)));
-        assert_eq!(
-            lost.last_heartbeat_time,
-            Some(at(20)),
-            "the last good heartbeat stays"
-        );
     }
 }

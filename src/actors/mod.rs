@@ -1,10 +1,10 @@
 //! The actors: one JobManager, one JobActor per job, one ReplicaActor per
-//! replica, one ClusterActor per cluster. They own state and do I/O; the
+//! replica, one MemberSupervisor (with one ClusterActor per cluster, see
+//! `clusters`). They own state and do I/O; the
 //! decisions they act on live in the pure modules (`validation`,
 //! `builders`, `lifecycle`, `status`).
 
 pub mod call;
-pub mod cluster;
 pub mod job;
 pub mod manager;
 pub mod members;
@@ -19,9 +19,9 @@ use futures::{Stream, StreamExt};
 
 use kube::runtime::events::Recorder;
 
+use crate::clusters::ClusterHandle;
 use crate::config::ControllerConfig;
 use crate::telemetry::{ActorKind, Metrics, Readiness};
-use cluster::ClusterHandle;
 
 /// What every actor of one controller shares.
 pub struct Shared {

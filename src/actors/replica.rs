@@ -22,9 +22,9 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 
 use super::call::{self, Backoff, Kind, Outcome};
-use super::cluster::{ClusterHandle, PodChanged, PodKey};
 use crate::api::{CleanUpPolicy, ReplicaKey, ReplicaPhase};
 use crate::builders::{MANAGED_BY_LABEL, MANAGER, PLACEMENT_EPOCH_LABEL};
+use crate::clusters::{ClusterHandle, PodChanged, PodKey};
 use crate::lifecycle::{
     self,
     machine::{Blocked, Intent, reason},

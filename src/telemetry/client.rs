@@ -82,7 +82,7 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let verb = verb(request.method(), request.uri());
+        let (verb, resource) = request_info(request.method(), request.uri());
         let (cluster, metrics) = (self.cluster.clone(), self.metrics.clone());
         let started = Instant::now();
         let answer = self.inner.call(request);
@@ -92,7 +92,7 @@ where
                 Ok(response) => response.status().as_str().to_string(),
                 Err(_) => "error".to_string(),
             };
-            metrics.api_request(&cluster, verb, &code, started.elapsed());
+            metrics.api_request(&cluster, verb, resource, &code, started.elapsed());
             result
         })
     }
@@ -102,10 +102,31 @@ where
 /// that are not namespaced resources.
 const NAMESPACE_SUBRESOURCES: [&str; 2] = ["status", "finalize"];
 
-/// The Kubernetes verb of a request, as the API server's request info
-/// names it: get, list, watch, create, update, patch, delete,
-/// deletecollection; non-resource paths (discovery, `/version`) are `get`.
-pub fn verb(method: &Method, uri: &Uri) -> &'static str {
+/// The resources the controller reads and writes, as the metric's
+/// `resource` label names them; anything else is `other` (a bounded label).
+const RESOURCES: [&str; 15] = [
+    "pods",
+    "services",
+    "events",
+    "tensorflowtrainingjobs",
+    "tensorflowtrainingjobs/status",
+    "memberclusters",
+    "memberclusters/status",
+    "tensorboards",
+    "podgroups",
+    "serviceexports",
+    "leases",
+    "secrets",
+    "nodes",
+    "namespaces",
+    "customresourcedefinitions",
+];
+
+/// A request as the API server's request info names it: the verb (get,
+/// list, watch, create, update, patch, delete, deletecollection;
+/// non-resource paths such as discovery and `/version` are `get`) and the
+/// resource (with its subresource, one of [`RESOURCES`], else `other`).
+pub fn request_info(method: &Method, uri: &Uri) -> (&'static str, &'static str) {
     let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
     let mut rest: &[&str] = match segments.as_slice() {
         ["api", _version, rest @ ..] => rest,
@@ -125,8 +146,20 @@ pub fn verb(method: &Method, uri: &Uri) -> &'static str {
     {
         rest = &rest[2..];
     }
+    let (plural, subresource) = match rest {
+        [] => ("", None),
+        [plural] | [plural, _] => (*plural, None),
+        [plural, _, subresource, ..] => (*plural, Some(*subresource)),
+    };
+    let resource = RESOURCES
+        .into_iter()
+        .find(|known| match known.split_once('/') {
+            Some((p, s)) => p == plural && Some(s) == subresource,
+            None => *known == plural && subresource.is_none(),
+        })
+        .unwrap_or("other");
     let named = rest.len() >= 2;
-    match *method {
+    let verb = match *method {
         Method::POST => "create",
         Method::PUT => "update",
         Method::PATCH => "patch",
@@ -135,7 +168,8 @@ pub fn verb(method: &Method, uri: &Uri) -> &'static str {
         _ if watch => "watch",
         _ if rest.len() == 1 => "list",
         _ => "get",
-    }
+    };
+    (verb, resource)
 }
 
 #[cfg(test)]
@@ -143,7 +177,58 @@ mod tests {
     use super::*;
 
     fn of(method: Method, uri: &str) -> &'static str {
-        verb(&method, &uri.parse().expect("a uri"))
+        request_info(&method, &uri.parse().expect("a uri")).0
+    }
+
+    fn resource_of(method: Method, uri: &str) -> &'static str {
+        request_info(&method, &uri.parse().expect("a uri")).1
+    }
+
+    #[test]
+    fn resources_are_named_with_their_subresource_and_bounded() {
+        let cases = [
+            (Method::POST, "/api/v1/namespaces/default/pods", "pods"),
+            (
+                Method::DELETE,
+                "/api/v1/namespaces/d/services/s",
+                "services",
+            ),
+            (Method::GET, "/api/v1/watch/namespaces/d/pods", "pods"),
+            (
+                Method::PATCH,
+                "/apis/batch.tensorstack.dev/v1beta1/namespaces/d/tensorflowtrainingjobs/j/status",
+                "tensorflowtrainingjobs/status",
+            ),
+            (
+                Method::PATCH,
+                "/apis/batch.tensorstack.dev/v1beta1/namespaces/d/tensorflowtrainingjobs/j",
+                "tensorflowtrainingjobs",
+            ),
+            (
+                Method::POST,
+                "/apis/events.k8s.io/v1/namespaces/d/events",
+                "events",
+            ),
+            (Method::GET, "/api/v1/namespaces/default", "namespaces"),
+            (
+                Method::GET,
+                "/api/v1/namespaces/default/status",
+                "namespaces/status",
+            ),
+            (Method::GET, "/api/v1/pods/p/log", "other"),
+            (Method::GET, "/api/v1/configmaps", "other"),
+            (Method::GET, "/version", "other"),
+            (Method::GET, "/apis", "other"),
+        ];
+        for (method, uri, resource) in cases {
+            let found = resource_of(method, uri);
+            let expected = if RESOURCES.contains(&resource) {
+                resource
+            } else {
+                "other"
+            };
+            assert_eq!(found, expected, "{uri}");
+        }
     }
 
     #[test]

@@ -297,9 +297,9 @@ impl Metrics {
             api_requests: register!(IntCounterVec::new(
                 Opts::new(
                     "tfjob_federator_api_requests_total",
-                    "Kubernetes API requests, by cluster, verb and HTTP status code (error: no response)."
+                    "Kubernetes API requests, by cluster, verb, resource (with subresource) and HTTP status code (error: no response)."
                 ),
-                &["cluster", "verb", "code"]
+                &["cluster", "verb", "resource", "code"]
             )?),
             api_duration: register!(HistogramVec::new(
                 HistogramOpts::new(
@@ -467,9 +467,16 @@ impl Metrics {
         }
     }
 
-    pub fn api_request(&self, cluster: &str, verb: &str, code: &str, took: Duration) {
+    pub fn api_request(
+        &self,
+        cluster: &str,
+        verb: &str,
+        resource: &str,
+        code: &str,
+        took: Duration,
+    ) {
         self.api_requests
-            .with_label_values(&[cluster, verb, code])
+            .with_label_values(&[cluster, verb, resource, code])
             .inc();
         self.api_duration
             .with_label_values(&[cluster, verb])

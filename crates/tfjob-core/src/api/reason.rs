@@ -29,3 +29,7 @@ pub const DEPENDENT_READY: &str = "DependentReady";
 pub const DEPENDENT_NOT_READY: &str = "DependentNotReady";
 pub const CRD_NOT_INSTALLED: &str = "CRDNotInstalled";
 pub const DEPENDENT_ERROR: &str = "DependentError";
+/// A MemberCluster's Ready condition: its API server answered the probe
+/// (and it takes replicas), or not.
+pub const PROBE_SUCCEEDED: &str = "ProbeSucceeded";
+pub const PROBE_FAILED: &str = "ProbeFailed";

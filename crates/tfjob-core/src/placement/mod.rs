@@ -16,6 +16,8 @@
 //! - All or nothing: either every replica has a cluster or none does.
 //! - The [`Ledger`] holds capacity promised to placed jobs whose pods the
 //!   clusters do not show yet, so concurrent placements never over-commit.
+//! - The [`queue::Queue`] orders the jobs waiting for a placement and
+//!   decides when each is worth another try.
 
 use std::collections::BTreeMap;
 
@@ -26,6 +28,7 @@ use crate::capacity;
 
 mod eligibility;
 mod ledger;
+pub mod queue;
 #[cfg(test)]
 mod tests;
 

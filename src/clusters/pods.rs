@@ -1,6 +1,7 @@
-//! ClusterActor: owns one cluster connection. It runs the informer for the
-//! pods this controller manages (label-selected), keeps them in a cache, and
-//! routes each pod's changes to the ReplicaActor that registered for it.
+//! One cluster connection as the controller uses it: the [`ClusterHandle`]
+//! (client, cache of the pods this controller manages, routes), kept fresh
+//! by the informer the [`ClusterActor`] runs, which routes each pod's
+//! changes to the ReplicaActor that registered for it.
 
 use std::sync::Arc;
 
@@ -149,7 +150,7 @@ fn pod_key(pod: &Pod) -> PodKey {
 
 fn route(handle: &ClusterHandle, key: &PodKey, pod: Option<Arc<Pod>>, gone: Option<String>) {
     if let Some(recipient) = handle.routes.get(key) {
-        super::tell(
+        crate::actors::tell(
             recipient.value(),
             PodChanged { pod, gone },
             &handle.metrics,

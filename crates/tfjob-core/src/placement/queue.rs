@@ -1,0 +1,371 @@
+//! The placement queue: jobs waiting for a placement, and the capacity held
+//! for jobs placed whose pods the clusters do not show yet.
+//!
+//! Decisions are made one at a time, in order of priority (higher first),
+//! then age, then uid, so that every decision sees the holds of the ones
+//! before it. A job that could not be placed is not tried again until
+//! capacity may have grown ([`Queue::capacity_may_have_grown`]): a new job
+//! costs one decision, not one per waiting job. Within one pass capacity
+//! only shrinks, so jobs of one [`shape`](super::shape) fail alike and the
+//! shape is decided once. A waiting job hears why it waits only when the
+//! reason changes.
+//!
+//! Generic over the reply handle `R`, which the caller uses to answer the
+//! job (an actor's address in the controller, anything in tests).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
+
+use super::{Assignment, Demand, Ledger, Policy, shape};
+
+/// A job asking to be placed.
+#[derive(Debug, Clone)]
+pub struct Request<R> {
+    pub job_uid: String,
+    pub priority: i32,
+    /// RFC 3339 creation time: older jobs go first at equal priority.
+    pub created: String,
+    pub demands: Vec<Demand>,
+    pub policy: Policy,
+    pub reply: R,
+}
+
+/// What a pass tells the jobs.
+#[derive(Debug)]
+pub enum Answer<R> {
+    /// Placed: the request left the queue and its capacity is held until
+    /// [`Queue::release`].
+    Placed {
+        request: Box<Request<R>>,
+        assignment: Assignment,
+    },
+    /// Still waiting, for a reason the job has not heard yet.
+    Waits { reply: R, reason: String },
+}
+
+/// Queue order: higher priority, then older, then uid.
+type Key = (Reverse<i32>, String, String);
+
+#[derive(Debug)]
+struct Waiting<R> {
+    request: Request<R>,
+    shape: String,
+    last_reason: Option<String>,
+    /// The capacity epoch of its last failed try.
+    tried: Option<u64>,
+}
+
+/// Jobs waiting for a placement, and the holds of jobs placed.
+#[derive(Debug)]
+pub struct Queue<R> {
+    waiting: BTreeMap<Key, Waiting<R>>,
+    keys: HashMap<String, Key>,
+    ledger: Ledger,
+    /// Counts the moments capacity may have grown.
+    capacity_epoch: u64,
+}
+
+impl<R> Default for Queue<R> {
+    fn default() -> Self {
+        Queue {
+            waiting: BTreeMap::new(),
+            keys: HashMap::new(),
+            ledger: Ledger::default(),
+            capacity_epoch: 0,
+        }
+    }
+}
+
+impl<R: Clone> Queue<R> {
+    /// Queues a job (replacing its earlier request, if any); the next
+    /// [`Queue::try_waiting`] tries it.
+    pub fn request(&mut self, request: Request<R>) {
+        self.withdraw(&request.job_uid);
+        let key = (
+            Reverse(request.priority),
+            request.created.clone(),
+            request.job_uid.clone(),
+        );
+        self.keys.insert(request.job_uid.clone(), key.clone());
+        let waiting = Waiting {
+            shape: shape(&request.demands, &request.policy),
+            request,
+            last_reason: None,
+            tried: None,
+        };
+        self.waiting.insert(key, waiting);
+    }
+
+    /// The job's pods are visible, or it ended or paused: its hold and its
+    /// request go, and the capacity it held may serve others.
+    pub fn release(&mut self, job_uid: &str) {
+        self.ledger.release(job_uid);
+        self.withdraw(job_uid);
+        self.capacity_may_have_grown();
+    }
+
+    /// A pod ended, a node or cluster came, a hold went: every waiting job
+    /// is worth another try.
+    pub fn capacity_may_have_grown(&mut self) {
+        self.capacity_epoch += 1;
+    }
+
+    pub fn len(&self) -> usize {
+        self.waiting.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// Tries the waiting jobs in order with `decide` (given the holds to
+    /// take out of the clusters' capacity), except those that failed since
+    /// capacity last grew. A placed job's capacity is held at once, so the
+    /// next decision sees it.
+    pub fn try_waiting(
+        &mut self,
+        mut decide: impl FnMut(&[Demand], &Policy, &Ledger) -> Result<Assignment, String>,
+    ) -> Vec<Answer<R>> {
+        let mut answers = Vec::new();
+        let mut failed_shapes: HashMap<String, String> = HashMap::new();
+        let epoch = self.capacity_epoch;
+        let due: Vec<Key> = self
+            .waiting
+            .iter()
+            .filter(|(_, w)| w.tried != Some(epoch))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in due {
+            let Some(waiting) = self.waiting.get_mut(&key) else {
+                continue;
+            };
+            let decision = match failed_shapes.get(&waiting.shape) {
+                Some(reason) => Err(reason.clone()),
+                None => decide(
+                    &waiting.request.demands,
+                    &waiting.request.policy,
+                    &self.ledger,
+                ),
+            };
+            match decision {
+                Ok(assignment) => {
+                    let Some(waiting) = self.waiting.remove(&key) else {
+                        continue;
+                    };
+                    let request = waiting.request;
+                    self.keys.remove(&request.job_uid);
+                    self.ledger
+                        .reserve(&request.job_uid, &request.demands, &assignment);
+                    answers.push(Answer::Placed {
+                        request: Box::new(request),
+                        assignment,
+                    });
+                }
+                Err(reason) => {
+                    waiting.tried = Some(epoch);
+                    failed_shapes.insert(waiting.shape.clone(), reason.clone());
+                    if waiting.last_reason.as_deref() != Some(reason.as_str()) {
+                        waiting.last_reason = Some(reason.clone());
+                        answers.push(Answer::Waits {
+                            reply: waiting.request.reply.clone(),
+                            reason,
+                        });
+                    }
+                }
+            }
+        }
+        answers
+    }
+
+    fn withdraw(&mut self, job_uid: &str) {
+        if let Some(key) = self.keys.remove(job_uid) {
+            self.waiting.remove(&key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ReplicaKey, ReplicaType};
+    use crate::placement::{ClusterState, GPU, Resources, place};
+
+    fn gpus(n: i64) -> Resources {
+        [(GPU.to_string(), n)].into_iter().collect()
+    }
+
+    fn request(
+        uid: &str,
+        priority: i32,
+        created: &str,
+        workers: i64,
+        each: i64,
+    ) -> Request<String> {
+        Request {
+            job_uid: uid.into(),
+            priority,
+            created: created.into(),
+            demands: (0..workers)
+                .map(|index| Demand {
+                    key: ReplicaKey {
+                        replica_type: ReplicaType::Worker,
+                        index: index as i32,
+                    },
+                    requests: gpus(each),
+                })
+                .collect(),
+            policy: Policy::default(),
+            reply: uid.into(),
+        }
+    }
+
+    /// One member of `free` GPUs on one node.
+    fn cluster(free: i64) -> Vec<ClusterState> {
+        vec![ClusterState {
+            name: "a".into(),
+            member: true,
+            ready: true,
+            nodes: vec![gpus(free)],
+            ..Default::default()
+        }]
+    }
+
+    /// Decides against `clusters`, counting decisions.
+    fn pass(
+        queue: &mut Queue<String>,
+        clusters: &[ClusterState],
+        decisions: &mut usize,
+    ) -> Vec<String> {
+        let answers = queue.try_waiting(|demands, policy, ledger| {
+            *decisions += 1;
+            place(demands, &ledger.apply(clusters), policy).map_err(|e| e.to_string())
+        });
+        answers
+            .into_iter()
+            .map(|answer| match answer {
+                Answer::Placed { request, .. } => format!("{} placed", request.job_uid),
+                Answer::Waits { reply, .. } => format!("{reply} waits"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn higher_priority_then_older_first_and_holds_are_seen_by_the_next() {
+        let mut queue = Queue::default();
+        queue.request(request("young", 0, "2026-01-02T00:00:00Z", 1, 4));
+        queue.request(request("old", 0, "2026-01-01T00:00:00Z", 1, 4));
+        queue.request(request("urgent", 5, "2026-01-03T00:00:00Z", 1, 4));
+        let mut decisions = 0;
+        // 8 GPUs: two jobs of 4 fit, the third waits behind their holds.
+        let told = pass(&mut queue, &cluster(8), &mut decisions);
+        assert_eq!(told, ["urgent placed", "old placed", "young waits"]);
+        assert_eq!(queue.len(), 1);
+    }
+
+    /// (what happens before the pass, answers of the pass, decisions made)
+    #[test]
+    fn a_job_is_tried_again_only_when_capacity_may_have_grown() {
+        type Step = fn(&mut Queue<String>);
+        let cases: [(&str, Step, &[&str], usize); 4] = [
+            ("nothing changed", |_| {}, &[], 0),
+            (
+                "capacity may have grown, still too little",
+                |q| q.capacity_may_have_grown(),
+                &[],
+                1,
+            ),
+            ("a hold released", |q| q.release("someone-else"), &[], 1),
+            (
+                "the job asks again",
+                |q| q.request(request("big", 0, "t", 1, 16)),
+                &["big waits"],
+                1,
+            ),
+        ];
+        for (what, step, told, decided) in cases {
+            let mut queue = Queue::default();
+            queue.request(request("big", 0, "t", 1, 16));
+            let mut decisions = 0;
+            assert_eq!(pass(&mut queue, &cluster(8), &mut decisions), ["big waits"]);
+            step(&mut queue);
+            let mut decisions = 0;
+            assert_eq!(
+                pass(&mut queue, &cluster(8), &mut decisions),
+                told,
+                "{what}"
+            );
+            assert_eq!(decisions, decided, "{what}");
+        }
+    }
+
+    #[test]
+    fn jobs_of_one_shape_are_decided_once_per_pass() {
+        let mut queue = Queue::default();
+        for uid in ["j1", "j2", "j3"] {
+            queue.request(request(uid, 0, uid, 2, 8));
+        }
+        queue.request(request("small", 0, "j4", 1, 1));
+        let mut decisions = 0;
+        let told = pass(&mut queue, &cluster(4), &mut decisions);
+        assert_eq!(told, ["j1 waits", "j2 waits", "j3 waits", "small placed"]);
+        assert_eq!(
+            decisions, 2,
+            "one decision for the three alike, one for small"
+        );
+    }
+
+    #[test]
+    fn released_jobs_leave_the_queue_and_free_their_hold() {
+        let mut queue = Queue::default();
+        queue.request(request("first", 0, "1", 1, 8));
+        queue.request(request("second", 0, "2", 1, 8));
+        let mut decisions = 0;
+        assert_eq!(
+            pass(&mut queue, &cluster(8), &mut decisions),
+            ["first placed", "second waits"]
+        );
+        // A paused job withdraws; its request goes, it is never placed.
+        queue.release("second");
+        assert!(queue.is_empty());
+        queue.request(request("third", 0, "3", 1, 8));
+        assert_eq!(
+            pass(&mut queue, &cluster(8), &mut decisions),
+            ["third waits"],
+            "first's hold still counts"
+        );
+        queue.release("first");
+        assert_eq!(
+            pass(&mut queue, &cluster(8), &mut decisions),
+            ["third placed"]
+        );
+    }
+
+    #[test]
+    fn a_new_request_of_a_job_replaces_its_old_one() {
+        let mut queue = Queue::default();
+        queue.request(request("job", 0, "1", 1, 16));
+        queue.request(request("job", 3, "1", 1, 2));
+        assert_eq!(queue.len(), 1);
+        let mut decisions = 0;
+        assert_eq!(
+            pass(&mut queue, &cluster(8), &mut decisions),
+            ["job placed"]
+        );
+        assert!(queue.is_empty());
+    }
+
+    #[test]
+    fn a_waiting_job_hears_again_only_when_the_reason_changes() {
+        let mut queue = Queue::default();
+        queue.request(request("job", 0, "1", 1, 16));
+        let mut decisions = 0;
+        assert_eq!(pass(&mut queue, &cluster(8), &mut decisions), ["job waits"]);
+        queue.capacity_may_have_grown();
+        assert!(pass(&mut queue, &cluster(8), &mut decisions).is_empty());
+        queue.capacity_may_have_grown();
+        let mut down = cluster(8);
+        down[0].ready = false;
+        assert_eq!(pass(&mut queue, &down, &mut decisions), ["job waits"]);
+        assert_eq!(decisions, 3);
+    }
+}
