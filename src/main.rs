@@ -202,6 +202,7 @@ fn main() -> anyhow::Result<()> {
             leader_elect_identity,
         } => {
             let config = ControllerConfig::load(config.as_deref())?;
+            exit_on_panic();
             let election = leader_elect.then(|| election::Settings {
                 namespace: leader_elect_namespace
                     .or_else(|| std::env::var("POD_NAMESPACE").ok())
@@ -389,6 +390,19 @@ async fn run_sim(
         handle.stop().await;
     }
     Ok(())
+}
+
+/// A panic on any thread ends the process (after the usual message): a
+/// worker thread or informer task that died quietly would leave its jobs
+/// unserved, while a restarted controller rebuilds everything from the
+/// clusters (and Kubernetes restarts it).
+fn exit_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |panic| {
+        report(panic);
+        tracing::error!(%panic, "panicked: exiting so that a restart recovers");
+        std::process::exit(70);
+    }));
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {

@@ -36,6 +36,11 @@ pub struct JobManager {
     shared: Arc<Shared>,
     placer: Addr<MemberSupervisor>,
     jobs: HashMap<String, Addr<JobActor>>,
+    /// One thread per core for the job actors (and their replicas): each
+    /// job lives on one, dealt in turn, so jobs use every core while each
+    /// job's messages stay on its own thread.
+    workers: Vec<Arbiter>,
+    next_worker: usize,
     listing: Vec<String>,
     /// The TensorBoard watch runs.
     watching_tensorboards: bool,
@@ -49,6 +54,8 @@ impl JobManager {
             shared,
             placer,
             jobs: HashMap::new(),
+            workers: (0..worker_threads()).map(|_| Arbiter::new()).collect(),
+            next_worker: 0,
             listing: Vec::new(),
             watching_tensorboards: false,
         }
@@ -87,8 +94,10 @@ impl JobManager {
                     self.placer.clone(),
                     ctx.address().recipient(),
                     job,
-                )
-                .start();
+                );
+                let worker = &self.workers[self.next_worker % self.workers.len()];
+                self.next_worker = self.next_worker.wrapping_add(1);
+                let actor = JobActor::start_in_arbiter(&worker.handle(), move |_| actor);
                 self.jobs.insert(uid, actor);
             }
         }
@@ -139,6 +148,11 @@ impl JobManager {
     }
 }
 
+/// As many job threads as the machine has cores.
+fn worker_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 pub fn job_resource() -> ApiResource {
     ApiResource::erase::<TensorFlowTrainingJob>(&())
 }
@@ -157,6 +171,12 @@ impl Actor for JobManager {
         }
         .flatten_stream();
         super::forward(events, me.recipient(), Observed, "job");
+    }
+
+    fn stopped(&mut self, _ctx: &mut Self::Context) {
+        for worker in &self.workers {
+            worker.stop();
+        }
     }
 }
 

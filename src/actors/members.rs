@@ -410,16 +410,18 @@ impl MemberSupervisor {
             let clusters = self.cluster_states();
             let (home, single_cluster) = (&self.shared.home.name, self.specs.is_empty());
             let metrics = &self.shared.metrics;
-            let answers = self.queue.try_waiting(|demands, policy, ledger| {
-                if single_cluster {
-                    // Everything at home: the scheduler queues it.
-                    return Ok(demands.iter().map(|d| (d.key, home.clone())).collect());
-                }
-                let started = Instant::now();
-                let decision = placement::place(demands, &ledger.apply(&clusters), policy);
-                metrics.placement_decided(started.elapsed(), PlacementOutcome::of(&decision));
-                decision.map_err(|e| e.to_string())
-            });
+            let answers = self
+                .queue
+                .try_waiting(&clusters, |demands, policy, available| {
+                    if single_cluster {
+                        // Everything at home: the scheduler queues it.
+                        return Ok(demands.iter().map(|d| (d.key, home.clone())).collect());
+                    }
+                    let started = Instant::now();
+                    let decision = placement::place(demands, available, policy);
+                    metrics.placement_decided(started.elapsed(), PlacementOutcome::of(&decision));
+                    decision.map_err(|e| e.to_string())
+                });
             for answer in answers {
                 self.answer(answer);
             }

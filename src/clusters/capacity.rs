@@ -3,27 +3,26 @@
 //! Security level. Each tells `changed` when a waiting job may fit now.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
 use crate::api::PodSecurityLevel;
-use crate::capacity::{self, Capacity};
+use crate::capacity::{Capacity, Tally};
 
 /// Called when capacity may have grown; cheap, it only sends a message.
 pub type Changed = Arc<dyn Fn() + Send + Sync>;
 
-/// The node and active-pod caches of one cluster.
+/// The capacity of one cluster, kept by informers of its nodes and active
+/// pods; a snapshot costs its nodes, not its pods.
 #[derive(Clone)]
 pub struct CapacityWatch {
-    nodes: Store<Node>,
-    pods: Store<Pod>,
+    tally: Arc<Mutex<Tally>>,
     _informers: Arc<Informers>,
 }
 
@@ -38,75 +37,125 @@ impl Drop for Informers {
     }
 }
 
-/// Runs `stream` until its watch is dropped, calling `changed` for the
-/// events `matters` picks.
-fn inform<T>(
-    stream: impl futures::Stream<Item = Result<watcher::Event<T>, watcher::Error>> + Send + 'static,
-    matters: fn(&watcher::Event<T>) -> bool,
+/// How a kind of object enters the state `S` an informer keeps.
+struct Follow<S, K> {
+    set: fn(&mut S, &K),
+    remove: fn(&mut S, &K),
+    clear: fn(&mut S),
+    /// Which events may have freed capacity.
+    frees: fn(&watcher::Event<K>) -> bool,
+}
+
+/// Applies `events` to the state (a relist replaces what it held of the
+/// kind at once, when complete) and calls `changed` as `follow` says.
+fn follow<S, K>(
+    events: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    state: Arc<Mutex<S>>,
+    follow: Follow<S, K>,
     changed: Changed,
 ) -> tokio::task::JoinHandle<()>
 where
-    T: Send + 'static,
+    S: Send + 'static,
+    K: Send + 'static,
 {
-    tokio::spawn(stream.for_each(move |event| {
-        if event.as_ref().is_ok_and(matters) {
-            changed();
+    tokio::spawn(async move {
+        let mut events = std::pin::pin!(events);
+        let mut relisted = Vec::new();
+        while let Some(event) = events.next().await {
+            let Ok(event) = event else { continue };
+            let frees = (follow.frees)(&event);
+            {
+                let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+                match &event {
+                    watcher::Event::Apply(object) => (follow.set)(&mut state, object),
+                    watcher::Event::Delete(object) => (follow.remove)(&mut state, object),
+                    watcher::Event::Init => relisted.clear(),
+                    watcher::Event::InitApply(_) => {}
+                    watcher::Event::InitDone => {
+                        (follow.clear)(&mut state);
+                        for object in relisted.drain(..) {
+                            (follow.set)(&mut state, &object);
+                        }
+                    }
+                }
+            }
+            if let watcher::Event::InitApply(object) = event {
+                relisted.push(object);
+            } else if frees {
+                changed();
+            }
         }
-        futures::future::ready(())
-    }))
+    })
+}
+
+fn pod_key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
 }
 
 impl CapacityWatch {
     /// Starts the two informers on `client`; `changed` hears of every pod
     /// that ends or goes, and of every node listed or changed.
     pub fn start(client: &Client, changed: Changed) -> CapacityWatch {
-        let (nodes, node_writer) = reflector::store();
-        let (pods, pod_writer) = reflector::store();
-        let node_stream = reflector::reflector(
-            node_writer,
-            watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff(),
-        );
+        let tally = Arc::new(Mutex::new(Tally::default()));
+        let nodes =
+            watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
         let active =
             watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed");
-        let pod_stream = reflector::reflector(
-            pod_writer,
-            watcher(Api::<Pod>::all(client.clone()), active).default_backoff(),
-        );
+        let pods = watcher(Api::<Pod>::all(client.clone()), active).default_backoff();
         let informers = Informers(vec![
-            // Nodes listed (at last) or changed: a job tried against a
-            // snapshot without them is worth trying again.
-            inform(
-                node_stream,
-                |event| matches!(event, watcher::Event::Apply(_) | watcher::Event::InitDone),
+            follow(
+                nodes,
+                tally.clone(),
+                Follow {
+                    set: Tally::set_node,
+                    remove: |tally, node| tally.remove_node(&node.name_any()),
+                    clear: Tally::clear_nodes,
+                    // Nodes listed (at last) or changed: a job tried against
+                    // a snapshot without them is worth trying again.
+                    frees: |event| {
+                        matches!(event, watcher::Event::Apply(_) | watcher::Event::InitDone)
+                    },
+                },
                 changed.clone(),
             ),
-            inform(
-                pod_stream,
-                |event| matches!(event, watcher::Event::Delete(_)),
+            follow(
+                pods,
+                tally.clone(),
+                Follow {
+                    set: |tally, pod| tally.set_pod(&pod_key(pod), pod),
+                    remove: |tally, pod| tally.remove_pod(&pod_key(pod)),
+                    clear: Tally::clear_pods,
+                    // Ended pods leave the selected set: deleted for us.
+                    frees: |event| matches!(event, watcher::Event::Delete(_)),
+                },
                 changed,
             ),
         ]);
         CapacityWatch {
-            nodes,
-            pods,
+            tally,
             _informers: Arc::new(informers),
         }
     }
 
     pub fn snapshot(&self) -> Capacity {
-        let nodes = self.nodes.state();
-        let pods = self.pods.state();
-        capacity::compute(
-            nodes.iter().map(|n| n.as_ref()),
-            pods.iter().map(|p| p.as_ref()),
-        )
+        self.tally
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .capacity()
     }
 }
+
+/// The enforce label of each labelled namespace of a member, by name.
+type EnforceLabels = BTreeMap<String, BTreeMap<String, String>>;
 
 /// The Pod Security level each labelled namespace of a member enforces.
 #[derive(Clone)]
 pub struct PodSecurityWatch {
-    namespaces: Store<PartialObjectMeta<Namespace>>,
+    labels: Arc<Mutex<EnforceLabels>>,
     _informer: Arc<Informers>,
 }
 
@@ -114,28 +163,40 @@ impl PodSecurityWatch {
     /// Watches the metadata of the namespaces that carry the enforce label;
     /// `changed` hears of every change (a waiting job may fit now).
     pub fn start(client: &Client, changed: Changed) -> PodSecurityWatch {
-        let (namespaces, writer) = reflector::store();
+        let labels = Arc::new(Mutex::new(EnforceLabels::new()));
         let labelled = watcher::Config::default().labels(PodSecurityLevel::ENFORCE_LABEL);
-        let stream = reflector::reflector(
-            writer,
-            watcher(
-                Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
-                labelled,
-            )
-            .default_backoff(),
+        let namespaces = watcher(
+            Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+            labelled,
+        )
+        .default_backoff();
+        let informer = follow(
+            namespaces,
+            labels.clone(),
+            Follow {
+                set: |labels, ns| {
+                    labels.insert(ns.name_any(), ns.labels().clone());
+                },
+                remove: |labels, ns| {
+                    labels.remove(&ns.name_any());
+                },
+                clear: EnforceLabels::clear,
+                frees: |_| true,
+            },
+            changed,
         );
         PodSecurityWatch {
-            namespaces,
-            _informer: Arc::new(Informers(vec![inform(stream, |_| true, changed)])),
+            labels,
+            _informer: Arc::new(Informers(vec![informer])),
         }
     }
 
     pub fn levels(&self) -> BTreeMap<String, PodSecurityLevel> {
+        let labels = self.labels.lock().unwrap_or_else(|e| e.into_inner());
         crate::isolation::enforced_levels(
-            self.namespaces
-                .state()
+            labels
                 .iter()
-                .map(|ns| (ns.name_any(), ns.labels().clone())),
+                .map(|(name, labels)| (name.clone(), labels.clone())),
         )
     }
 }

@@ -55,15 +55,6 @@ impl ClusterHandle {
         self.routes.remove_if(key, |_, routed| routed == recipient);
     }
 
-    /// Cached managed pods matching a predicate (no API call).
-    pub fn cached_pods(&self, keep: impl Fn(&Pod) -> bool) -> Vec<Arc<Pod>> {
-        self.pods
-            .iter()
-            .filter(|p| keep(p.value()))
-            .map(|p| p.value().clone())
-            .collect()
-    }
-
     /// Waits until the pod informer has listed the cluster once.
     pub async fn wait_synced(&self) {
         let mut synced = self.synced.clone();
@@ -141,6 +132,13 @@ impl Actor for ClusterActor {
     }
 }
 
+/// A pod as the cache keeps it: without its managedFields, which nothing
+/// here reads and which are a good part of a pod's size.
+fn kept(mut pod: Pod) -> Arc<Pod> {
+    pod.metadata.managed_fields = None;
+    Arc::new(pod)
+}
+
 fn pod_key(pod: &Pod) -> PodKey {
     (
         pod.metadata.namespace.clone().unwrap_or_default(),
@@ -169,7 +167,7 @@ async fn run_informer(handle: ClusterHandle, synced: watch::Sender<bool>) {
     while let Some(event) = events.next().await {
         match event {
             Ok(watcher::Event::Apply(pod)) => {
-                let pod = Arc::new(pod);
+                let pod = kept(pod);
                 let key = pod_key(&pod);
                 handle.pods.insert(key.clone(), pod.clone());
                 route(&handle, &key, Some(pod), None);
@@ -180,7 +178,7 @@ async fn run_informer(handle: ClusterHandle, synced: watch::Sender<bool>) {
                 route(&handle, &key, None, pod.metadata.uid);
             }
             Ok(watcher::Event::Init) => relisted.clear(),
-            Ok(watcher::Event::InitApply(pod)) => relisted.push(Arc::new(pod)),
+            Ok(watcher::Event::InitApply(pod)) => relisted.push(kept(pod)),
             Ok(watcher::Event::InitDone) => {
                 let fresh: DashMap<PodKey, Arc<Pod>> =
                     relisted.drain(..).map(|p| (pod_key(&p), p)).collect();

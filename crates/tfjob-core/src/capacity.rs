@@ -1,10 +1,11 @@
 //! A cluster's capacity as placement needs it: per node, allocatable minus
 //! the requests of the pods bound there; pods not yet bound (this
 //! controller's, waiting for the scheduler) are charged first-fit, so
-//! capacity promised to them is not offered twice. Pure: snapshots in,
-//! numbers out.
+//! capacity promised to them is not offered twice. Pure: the [`Tally`] is
+//! kept up to date node by node and pod by pod, so that reading a
+//! cluster's capacity costs its nodes and unbound pods, not all its pods.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
@@ -75,58 +76,137 @@ fn is_active(pod: &Pod) -> bool {
     )
 }
 
+/// A cluster's nodes and what its active pods take of them, kept up to date
+/// by one call per informer event.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tally {
+    /// Allocatable of each schedulable, Ready node, by name.
+    nodes: BTreeMap<String, Resources>,
+    /// Requests of each active pod bound to a node: (node, requests).
+    bound: HashMap<String, (String, Resources)>,
+    /// Sum of `bound` per node.
+    used: HashMap<String, Resources>,
+    /// Requests of each active pod not bound yet (ordered: first fit is
+    /// the same every time).
+    unbound: BTreeMap<String, Resources>,
+}
+
+fn add(total: &mut Resources, amounts: &Resources, sign: i64) {
+    for (k, v) in amounts {
+        *total.entry(k.clone()).or_default() += sign * v;
+    }
+}
+
+impl Tally {
+    /// A node appeared or changed (one that is not schedulable and Ready
+    /// offers nothing).
+    pub fn set_node(&mut self, node: &Node) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        if schedulable(node) {
+            let allocatable =
+                resource_list(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
+            self.nodes.insert(name, allocatable);
+        } else {
+            self.nodes.remove(&name);
+        }
+    }
+
+    pub fn remove_node(&mut self, name: &str) {
+        self.nodes.remove(name);
+    }
+
+    /// The pod under `key` (its namespace/name) appeared or changed; an
+    /// ended pod takes nothing.
+    pub fn set_pod(&mut self, key: &str, pod: &Pod) {
+        self.remove_pod(key);
+        if !is_active(pod) {
+            return;
+        }
+        let requests = pod_requests(pod);
+        match pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
+            Some(node) => {
+                add(self.used.entry(node.clone()).or_default(), &requests, 1);
+                self.bound.insert(key.to_string(), (node, requests));
+            }
+            None => {
+                self.unbound.insert(key.to_string(), requests);
+            }
+        }
+    }
+
+    pub fn remove_pod(&mut self, key: &str) {
+        self.unbound.remove(key);
+        if let Some((node, requests)) = self.bound.remove(key) {
+            let used = self.used.entry(node.clone()).or_default();
+            add(used, &requests, -1);
+            if used.values().all(|v| *v == 0) {
+                self.used.remove(&node);
+            }
+        }
+    }
+
+    /// Forgets every pod (a relist follows).
+    pub fn clear_pods(&mut self) {
+        self.bound.clear();
+        self.used.clear();
+        self.unbound.clear();
+    }
+
+    /// Forgets every node (a relist follows).
+    pub fn clear_nodes(&mut self) {
+        self.nodes.clear();
+    }
+
+    /// The capacity now: costs the nodes and the unbound pods.
+    pub fn capacity(&self) -> Capacity {
+        let mut allocatable = Resources::new();
+        let mut nodes: Vec<Resources> = Vec::with_capacity(self.nodes.len());
+        for (name, alloc) in &self.nodes {
+            add(&mut allocatable, alloc, 1);
+            let mut free = alloc.clone();
+            if let Some(used) = self.used.get(name) {
+                add(&mut free, used, -1);
+            }
+            nodes.push(free);
+        }
+        for requests in self.unbound.values() {
+            let fits = |n: &Resources| {
+                requests
+                    .iter()
+                    .all(|(k, v)| n.get(k).copied().unwrap_or(0) >= *v)
+            };
+            if let Some(node) = nodes.iter_mut().find(|n| fits(n)) {
+                add(node, requests, -1);
+            }
+        }
+        let mut free = Resources::new();
+        for node in &nodes {
+            for (k, v) in node {
+                *free.entry(k.clone()).or_default() += (*v).max(0);
+            }
+        }
+        Capacity {
+            nodes,
+            allocatable,
+            free,
+        }
+    }
+}
+
 /// Capacity from the cluster's nodes, its active bound pods, and this
-/// controller's pods still waiting for a node.
+/// controller's pods still waiting for a node (each listed pod counts once).
 pub fn compute<'a>(
     nodes: impl IntoIterator<Item = &'a Node>,
     pods: impl IntoIterator<Item = &'a Pod>,
 ) -> Capacity {
-    let mut by_node: BTreeMap<String, Resources> = BTreeMap::new();
-    let mut allocatable = Resources::new();
-    for node in nodes.into_iter().filter(|n| schedulable(n)) {
-        let alloc = resource_list(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
-        for (k, v) in &alloc {
-            *allocatable.entry(k.clone()).or_default() += v;
-        }
-        by_node.insert(node.metadata.name.clone().unwrap_or_default(), alloc);
+    let mut tally = Tally::default();
+    for node in nodes {
+        tally.set_node(node);
     }
-    let mut unbound = Vec::new();
-    for pod in pods.into_iter().filter(|p| is_active(p)) {
-        match pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) {
-            Some(node) => {
-                if let Some(free) = by_node.get_mut(node) {
-                    for (k, v) in pod_requests(pod) {
-                        *free.entry(k).or_default() -= v;
-                    }
-                }
-            }
-            None => unbound.push(pod_requests(pod)),
-        }
+    for (index, pod) in pods.into_iter().enumerate() {
+        tally.set_pod(&format!("{index:08}"), pod);
     }
-    let mut nodes: Vec<Resources> = by_node.into_values().collect();
-    for requests in unbound {
-        let fits = |n: &Resources| {
-            requests
-                .iter()
-                .all(|(k, v)| n.get(k).copied().unwrap_or(0) >= *v)
-        };
-        if let Some(node) = nodes.iter_mut().find(|n| fits(n)) {
-            for (k, v) in &requests {
-                *node.entry(k.clone()).or_default() -= v;
-            }
-        }
-    }
-    let mut free = Resources::new();
-    for node in &nodes {
-        for (k, v) in node {
-            *free.entry(k.clone()).or_default() += (*v).max(0);
-        }
-    }
-    Capacity {
-        nodes,
-        allocatable,
-        free,
-    }
+    tally.capacity()
 }
 
 /// `cpu`, `memory` and `nvidia.com/gpu` as status strings (cores, Mi, GPUs).
@@ -188,5 +268,35 @@ mod tests {
         assert_eq!(report(&c.free)["nvidia.com/gpu"], "3");
         assert_eq!(report(&c.free)["cpu"], "14");
         assert_eq!(report(&c.allocatable)["memory"], "65536Mi");
+    }
+
+    #[test]
+    fn a_tally_follows_events_and_agrees_with_a_fresh_count() {
+        let mut tally = Tally::default();
+        tally.set_node(&node("a", 4, true));
+        tally.set_node(&node("b", 4, true));
+        tally.set_pod("ns/x", &pod(None, 2, "Pending"));
+        // Bound: the charge moves from the unbound pods to node b.
+        tally.set_pod("ns/x", &pod(Some("b"), 2, "Running"));
+        tally.set_pod("ns/y", &pod(Some("a"), 3, "Running"));
+        let now = tally.capacity();
+        assert_eq!(
+            now,
+            compute(
+                &[node("a", 4, true), node("b", 4, true)],
+                &[pod(Some("b"), 2, "Running"), pod(Some("a"), 3, "Running")]
+            )
+        );
+        assert_eq!(now.free["nvidia.com/gpu"], 3000);
+        // y ends, b goes NotReady: only a's 4 GPUs are left, all free.
+        tally.set_pod("ns/y", &pod(Some("a"), 3, "Succeeded"));
+        tally.set_node(&node("b", 4, false));
+        assert_eq!(tally.capacity().free["nvidia.com/gpu"], 4000);
+        tally.remove_pod("ns/x");
+        tally.set_node(&node("b", 4, true));
+        assert_eq!(tally.capacity().free["nvidia.com/gpu"], 8000);
+        tally.remove_node("a");
+        tally.clear_pods();
+        assert_eq!(tally.capacity().allocatable["nvidia.com/gpu"], 4000);
     }
 }

@@ -30,22 +30,28 @@ impl Ledger {
     pub fn apply(&self, clusters: &[ClusterState]) -> Vec<ClusterState> {
         let mut out = clusters.to_vec();
         for (cluster, requests) in self.held.values().flatten() {
-            if let Some(c) = out.iter_mut().find(|c| &c.name == cluster) {
-                match c.nodes.iter_mut().find(|n| fits(requests, n)) {
-                    Some(node) => take(node, requests),
-                    // No node holds it (the snapshot moved): charge the roomiest.
-                    None => {
-                        if let Some(node) = c
-                            .nodes
-                            .iter_mut()
-                            .max_by_key(|n| n.get(GPU).copied().unwrap_or(0))
-                        {
-                            take(node, requests);
-                        }
-                    }
-                }
-            }
+            charge(&mut out, cluster, requests);
         }
         out
+    }
+}
+
+/// Takes `requests` out of the free capacity of `cluster` (a node that
+/// holds it, else the roomiest: the snapshot may have moved).
+pub fn charge(clusters: &mut [ClusterState], cluster: &str, requests: &Resources) {
+    let Some(c) = clusters.iter_mut().find(|c| c.name == cluster) else {
+        return;
+    };
+    match c.nodes.iter_mut().find(|n| fits(requests, n)) {
+        Some(node) => take(node, requests),
+        None => {
+            if let Some(node) = c
+                .nodes
+                .iter_mut()
+                .max_by_key(|n| n.get(GPU).copied().unwrap_or(0))
+            {
+                take(node, requests);
+            }
+        }
     }
 }

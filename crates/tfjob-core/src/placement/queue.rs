@@ -16,7 +16,8 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 
-use super::{Assignment, Demand, Ledger, Policy, shape};
+use super::ledger::charge;
+use super::{Assignment, ClusterState, Demand, Ledger, Policy, shape};
 
 /// A job asking to be placed.
 #[derive(Debug, Clone)]
@@ -118,15 +119,20 @@ impl<R: Clone> Queue<R> {
         self.waiting.is_empty()
     }
 
-    /// Tries the waiting jobs in order with `decide` (given the holds to
-    /// take out of the clusters' capacity), except those that failed since
-    /// capacity last grew. A placed job's capacity is held at once, so the
+    /// Tries the waiting jobs in order with `decide`, given `clusters` with
+    /// the holds taken out, except those that failed since capacity last
+    /// grew. A placed job's capacity is held (and taken out) at once, so the
     /// next decision sees it.
     pub fn try_waiting(
         &mut self,
-        mut decide: impl FnMut(&[Demand], &Policy, &Ledger) -> Result<Assignment, String>,
+        clusters: &[ClusterState],
+        mut decide: impl FnMut(&[Demand], &Policy, &[ClusterState]) -> Result<Assignment, String>,
     ) -> Vec<Answer<R>> {
         let mut answers = Vec::new();
+        if self.waiting.is_empty() {
+            return answers;
+        }
+        let mut available = self.ledger.apply(clusters);
         let mut failed_shapes: HashMap<String, String> = HashMap::new();
         let epoch = self.capacity_epoch;
         let due: Vec<Key> = self
@@ -144,7 +150,7 @@ impl<R: Clone> Queue<R> {
                 None => decide(
                     &waiting.request.demands,
                     &waiting.request.policy,
-                    &self.ledger,
+                    &available,
                 ),
             };
             match decision {
@@ -156,6 +162,11 @@ impl<R: Clone> Queue<R> {
                     self.keys.remove(&request.job_uid);
                     self.ledger
                         .reserve(&request.job_uid, &request.demands, &assignment);
+                    for demand in &request.demands {
+                        if let Some(cluster) = assignment.get(&demand.key) {
+                            charge(&mut available, cluster, &demand.requests);
+                        }
+                    }
                     answers.push(Answer::Placed {
                         request: Box::new(request),
                         assignment,
@@ -236,9 +247,9 @@ mod tests {
         clusters: &[ClusterState],
         decisions: &mut usize,
     ) -> Vec<String> {
-        let answers = queue.try_waiting(|demands, policy, ledger| {
+        let answers = queue.try_waiting(clusters, |demands, policy, available| {
             *decisions += 1;
-            place(demands, &ledger.apply(clusters), policy).map_err(|e| e.to_string())
+            place(demands, available, policy).map_err(|e| e.to_string())
         });
         answers
             .into_iter()
