@@ -3,7 +3,8 @@
 //! before it exists) and the `kube-root-ca.crt` ConfigMap (root-ca-cert
 //! publisher). Like those controllers, it acts after the namespace appears,
 //! puts either object back when it is deleted, and the ConfigMap's content
-//! back when it is changed.
+//! back when it is changed. Emptying and removing a deleted namespace is the
+//! store's, under its lock (`store/namespace_termination.rs`).
 
 use std::sync::Arc;
 

@@ -6,6 +6,11 @@
 //! resourceVersion order while the lock is held, so a watch that subscribes
 //! under the same lock sees every later event exactly once. Objects are kept
 //! serialized: reads and lists hand out the stored bytes without re-encoding.
+//!
+//! This file is storage and the write paths (create, update, delete with
+//! finalizers and grace periods); what follows from a deletion under the same
+//! lock lives beside it: [`gc`] (ownerReferences, propagation) and
+//! [`namespace_termination`].
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,6 +23,9 @@ use super::apply::{self, ApplyOptions};
 use super::error::{ApiError, ApiResult, Target};
 use super::resources::{self, ResourceType, type_id};
 use super::rules::{self, meta_str, metadata_mut};
+
+mod gc;
+mod namespace_termination;
 
 /// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
 pub type Key = (String, String);
@@ -521,17 +529,6 @@ fn decode_continue(token: &str) -> ApiResult<(u64, Key)> {
     Ok((rv, (ns.to_string(), name.to_string())))
 }
 
-fn owner_uids(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .map(|refs| {
-            refs.iter()
-                .filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn field_text(v: &Value) -> Option<String> {
     match v {
         Value::String(s) => Some(s.clone()),
@@ -566,10 +563,6 @@ impl Inner {
             }
         }
         Some(states)
-    }
-
-    fn namespace_state(&self, ns: &str) -> Option<Arc<Stored>> {
-        self.object(NAMESPACE_TYPE, &(String::new(), ns.to_string()))
     }
 
     /// `track_update` records the creator as owner of every field; an applied
@@ -618,22 +611,7 @@ impl Inner {
                     "the namespace of the provided object does not match the namespace sent on the request",
                 ));
             }
-            match self.namespace_state(ns) {
-                None => {
-                    return Err(ApiError::not_found(&Target {
-                        group: "",
-                        plural: "namespaces",
-                        name: ns,
-                    }));
-                }
-                Some(n) if n.deleting => {
-                    return Err(ApiError::forbidden(format!(
-                        "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
-                        ty.plural
-                    )));
-                }
-                Some(_) => {}
-            }
+            self.admit_to_namespace(ty, ns, &name)?;
         }
         let key = (
             if ty.namespaced {
@@ -895,17 +873,8 @@ impl Inner {
             }
             return Ok(Deletion::Pending(cur));
         }
-        let propagation = opts.propagation.as_deref().unwrap_or("Background");
-        match propagation {
-            "Foreground" => finalizers.push("foregroundDeletion".into()),
-            "Orphan" => self.orphan_dependents(&cur.uid),
-            "Background" => {}
-            other => {
-                return Err(ApiError::bad_request(format!(
-                    "propagationPolicy: Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
-                )));
-            }
-        }
+        let propagation =
+            self.start_propagation(opts.propagation.as_deref(), &cur.uid, &mut finalizers)?;
         let is_namespace = id == NAMESPACE_TYPE;
         if finalizers.is_empty() && grace == 0 && !is_namespace {
             return Ok(Deletion::Gone(self.remove(ty, key, None)));
@@ -928,122 +897,11 @@ impl Inner {
         if is_namespace {
             self.empty_namespace(&key.1);
         }
-        if propagation == "Foreground" {
-            for (dep_type, dep_key) in self.dependents.get(&cur.uid).cloned().unwrap_or_default() {
-                self.delete_by_id(&dep_type, &dep_key);
-            }
-            self.finish_foreground(&cur.uid);
-        }
+        self.finish_propagation(propagation, &cur.uid);
         Ok(match self.object(&id, key) {
             Some(o) => Deletion::Pending(o),
             None => Deletion::Gone(pending),
         })
-    }
-
-    fn delete_by_id(&mut self, id: &str, key: &Key) {
-        if let Some(ty) = self.types.get(id).cloned() {
-            // Errors here mean the dependent vanished meanwhile, which is the goal.
-            let _ = self.delete(&ty, key, &DeleteOptions::default());
-        }
-    }
-
-    /// Deletes everything in a terminating namespace, then the namespace once empty.
-    fn empty_namespace(&mut self, ns: &str) {
-        let namespaced: Vec<Arc<ResourceType>> = self
-            .types
-            .values()
-            .filter(|t| t.namespaced)
-            .cloned()
-            .collect();
-        for ty in namespaced {
-            let keys: Vec<Key> = self
-                .tables
-                .get(&ty.id())
-                .map(|t| {
-                    t.range((ns.to_string(), String::new())..)
-                        .take_while(|(k, _)| k.0 == ns)
-                        .map(|(k, _)| k.clone())
-                        .collect()
-                })
-                .unwrap_or_default();
-            for key in keys {
-                let _ = self.delete(&ty, &key, &DeleteOptions::default());
-            }
-        }
-        self.finish_namespace(ns);
-    }
-
-    fn finish_namespace(&mut self, ns: &str) {
-        let Some(state) = self.namespace_state(ns) else {
-            return;
-        };
-        if !state.deleting || !rules::finalizers(&state.value()).is_empty() {
-            return;
-        }
-        let occupied = self.types.values().filter(|t| t.namespaced).any(|t| {
-            self.tables.get(&t.id()).is_some_and(|tab| {
-                tab.range((ns.to_string(), String::new())..)
-                    .next()
-                    .is_some_and(|(k, _)| k.0 == ns)
-            })
-        });
-        if !occupied && let Some(ty) = self.types.get(NAMESPACE_TYPE).cloned() {
-            self.remove(&ty, &(String::new(), ns.to_string()), None);
-        }
-    }
-
-    /// Strips the owner reference to `uid` from its dependents.
-    fn orphan_dependents(&mut self, uid: &str) {
-        for (dep_type, dep_key) in self.dependents.get(uid).cloned().unwrap_or_default() {
-            self.strip_owner_refs(&dep_type, &dep_key, &|owner| owner == uid);
-        }
-    }
-
-    fn strip_owner_refs(&mut self, id: &str, key: &Key, drop: &dyn Fn(&str) -> bool) {
-        let (Some(ty), Some(dep)) = (self.types.get(id).cloned(), self.object(id, key)) else {
-            return;
-        };
-        let mut value = dep.value();
-        if let Some(refs) = value
-            .pointer_mut("/metadata/ownerReferences")
-            .and_then(Value::as_array_mut)
-        {
-            refs.retain(|r| !r.get("uid").and_then(Value::as_str).is_some_and(drop));
-            if refs.is_empty()
-                && let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut)
-            {
-                meta.remove("ownerReferences");
-            }
-        }
-        self.put(&ty, value, Some(dep));
-    }
-
-    /// Removes the foregroundDeletion finalizer once no dependent blocks it.
-    fn finish_foreground(&mut self, uid: &str) {
-        let Some((id, key)) = self.by_uid.get(uid).cloned() else {
-            return;
-        };
-        let Some(owner) = self.object(&id, &key) else {
-            return;
-        };
-        if !owner.deleting || self.dependents.get(uid).is_some_and(|d| !d.is_empty()) {
-            return;
-        }
-        let mut value = owner.value();
-        let mut finalizers = rules::finalizers(&value);
-        if !finalizers.iter().any(|f| f == "foregroundDeletion") {
-            return;
-        }
-        finalizers.retain(|f| f != "foregroundDeletion");
-        let Some(ty) = self.types.get(&*id).cloned() else {
-            return;
-        };
-        if finalizers.is_empty() {
-            self.remove(&ty, &key, None);
-        } else {
-            metadata_mut(&mut value).insert("finalizers".into(), json!(finalizers));
-            self.put(&ty, value, Some(owner));
-        }
     }
 
     fn to_stored(&self, ty: &ResourceType, mut obj: Value, rv: u64) -> Stored {
@@ -1066,7 +924,7 @@ impl Inner {
             uid: meta_str(&obj, "uid").unwrap_or_default().to_string(),
             labels,
             fields,
-            owners: owner_uids(&obj),
+            owners: gc::owner_uids(&obj),
             deleting: obj.pointer("/metadata/deletionTimestamp").is_some(),
             json: Bytes::from(serde_json::to_vec(&obj).unwrap_or_default()),
         }
@@ -1103,18 +961,9 @@ impl Inner {
         let id: Arc<str> = ty.id().into();
         let key = stored.key();
         if let Some(p) = &prev {
-            for owner in &p.owners {
-                if let Some(deps) = self.dependents.get_mut(owner) {
-                    deps.remove(&(id.clone(), key.clone()));
-                }
-            }
+            self.forget_dependent(&id, &key, p);
         }
-        for owner in &stored.owners {
-            self.dependents
-                .entry(owner.clone())
-                .or_default()
-                .insert((id.clone(), key.clone()));
-        }
+        self.record_dependent(&id, &key, &stored);
         self.by_uid
             .insert(stored.uid.clone(), (id.clone(), key.clone()));
         self.tables
@@ -1147,14 +996,7 @@ impl Inner {
         let last = last.unwrap_or_else(|| prev.value());
         let stored = Arc::new(self.to_stored(ty, last, self.rv));
         self.by_uid.remove(&prev.uid);
-        for owner in &prev.owners {
-            if let Some(deps) = self.dependents.get_mut(owner) {
-                deps.remove(&(id.clone(), key.clone()));
-                if deps.is_empty() {
-                    self.dependents.remove(owner);
-                }
-            }
-        }
+        self.forget_dependent(&id, key, &prev);
         self.publish(
             id.clone(),
             EventKind::Deleted,
@@ -1166,43 +1008,11 @@ impl Inner {
         {
             self.drop_type(&defined.id());
         }
-        self.collect_dependents(&prev.uid);
-        for owner in &prev.owners {
-            self.finish_foreground(owner);
-        }
+        self.collect_after(&prev);
         if ty.namespaced {
             self.finish_namespace(&key.0);
         }
         stored
-    }
-
-    /// Background garbage collection after `uid` is gone: dependents with no
-    /// remaining owner are deleted; the others lose the dangling reference.
-    fn collect_dependents(&mut self, uid: &str) {
-        let Some(deps) = self.dependents.remove(uid) else {
-            return;
-        };
-        for (dep_type, dep_key) in deps {
-            let Some(dep) = self.object(&dep_type, &dep_key) else {
-                continue;
-            };
-            let live_owner = dep
-                .owners
-                .iter()
-                .any(|o| o != uid && self.by_uid.contains_key(o));
-            if live_owner {
-                let by_uid = &self.by_uid;
-                let missing: HashSet<String> = dep
-                    .owners
-                    .iter()
-                    .filter(|o| !by_uid.contains_key(*o))
-                    .cloned()
-                    .collect();
-                self.strip_owner_refs(&dep_type, &dep_key, &|o| missing.contains(o));
-            } else {
-                self.delete_by_id(&dep_type, &dep_key);
-            }
-        }
     }
 
     /// A deleted CRD takes its objects and its served type with it.
