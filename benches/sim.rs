@@ -24,8 +24,10 @@ use kube::runtime::watcher;
 use kube_sim::{self as sim, SimOptions};
 use serde_json::json;
 
-#[path = "../tests/common/real.rs"]
-mod real;
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::real;
 
 const CLIENTS: usize = 8;
 const WATCHES: usize = 2;
@@ -181,7 +183,7 @@ async fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(6_000);
     let real = {
-        let launcher = real::Launcher::start(&["--clusters", "1"]);
+        let launcher = real::Launcher::start(&["--clusters", "1"]).await;
         let kubeconfig = std::fs::read_to_string(launcher.kubeconfig("home"))
             .expect("the real cluster's kubeconfig");
         creates_per_second("real", &kubeconfig, real_pods).await

@@ -9,15 +9,13 @@
 //! verdict for every job: the same causes for a refusal, the same message
 //! for an `InvalidSpec`.
 
-#[allow(unused_imports)]
 #[macro_use]
-#[path = "common/operator.rs"]
-mod operator_support;
+mod common;
 
 use std::collections::BTreeSet;
 
+use common::operator::*;
 use kube::api::{DynamicObject, PostParams};
-use operator_support::*;
 use serde_json::{Value, json};
 use tfjob_federator::api::JobPhase;
 
@@ -308,7 +306,7 @@ async fn submit(env: &Env, case: &Case) -> Option<Verdict> {
 
 /// The phase and, when Failed, the verdict of a stored job.
 async fn outcome(env: &Env, name: &str) -> Verdict {
-    wait_for(&format!("job {name} to end"), WAIT, async || {
+    eventually(&format!("job {name} to end"), WAIT, async || {
         let job = env.raw_jobs().get(name).await.ok()?;
         let status = job.data.get("status")?;
         match status.get("phase")?.as_str()? {
@@ -372,10 +370,16 @@ async fn malformed_jobs_get_the_same_verdict_on_both_grounds() {
     let names: BTreeSet<&str> = cases.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names.len(), cases.len(), "every case has its own job name");
 
-    let mut sim = Env::start_on(Ground::Sim, "bad-input").await;
+    let mut sim = Setup::on(Ground::Sim)
+        .own_namespace("bad-input")
+        .start()
+        .await;
     let on_sim = verdicts(&mut sim, &cases).await;
     drop(sim);
-    let mut real = Env::start_on(Ground::Real, "bad-input").await;
+    let mut real = Setup::on(Ground::Real)
+        .own_namespace("bad-input")
+        .start()
+        .await;
     let on_real = verdicts(&mut real, &cases).await;
 
     let differing: Vec<String> = cases

@@ -23,16 +23,15 @@
 //! chaos`); `CHAOS_ROUNDS=N` repeats the fault schedule N times with N× the
 //! jobs for a long run.
 
-#[path = "common/federation.rs"]
 #[macro_use]
-mod federation_support;
+mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use federation_support::*;
+use common::federation::*;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
@@ -186,8 +185,8 @@ async fn chaos_run(ground: Ground) {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(1);
-    let mut f = Federation::start(ground, SETTINGS).await;
-    let mut standby = start_controller_as(&f.home_kubeconfig, SETTINGS, "standby");
+    let mut f = federation(ground).settings(SETTINGS).start().await;
+    let mut standby = f.start_replica("standby").await;
     let clients = f.clients.clone();
     let seen = Arc::new(Mutex::new(Seen::default()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -218,7 +217,7 @@ async fn chaos_run(ground: Ground) {
         // The leader killed; the standby or the restarted one takes over.
         f.kill_controller();
         pause(1000).await;
-        f.restart_controller();
+        f.restart_controller().await;
         // A partition past the loss timeout: the jobs there fail over.
         set_faults(&clients["member-2"], json!({"partitioned": true})).await;
         pause(5000).await;
@@ -236,7 +235,7 @@ async fn chaos_run(ground: Ground) {
         set_faults(&clients["member-1"], json!({"errorRate": 0.0})).await;
         // The standby killed and back.
         standby.kill();
-        standby = start_controller_as(&f.home_kubeconfig, SETTINGS, "standby");
+        standby = f.start_replica("standby").await;
         faults += 8;
     }
     // Every job ends.
@@ -271,7 +270,7 @@ async fn chaos_run(ground: Ground) {
     }
     // A controller killed after the jobs ended and before they are deleted.
     f.kill_controller();
-    f.restart_controller();
+    f.restart_controller().await;
     let restarts: i64 = seen.lock().expect("checker state").backoff.values().sum();
     let all = f.jobs();
     for index in 0..jobs {
@@ -279,7 +278,7 @@ async fn chaos_run(ground: Ground) {
             .delete(&format!("chaos-{index}"), &Default::default())
             .await;
     }
-    eventually_within("every job gone", Duration::from_secs(60), async || {
+    eventually("every job gone", Duration::from_secs(60), async || {
         all.list(&ListParams::default())
             .await
             .ok()?

@@ -5,13 +5,12 @@
 //! the deployment manifests in `deploy/` apply and hold together.
 
 #[macro_use]
-#[path = "common/kubectl.rs"]
-mod kubectl_support;
+mod common;
 
 use std::path::{Path, PathBuf};
 
-use kubectl_support::Kubectl;
-use kubectl_support::real::{Ground, Launcher};
+use common::kubectl::Kubectl;
+use common::real::Ground;
 use serde_json::Value;
 use tfjob_federator::api::{self, TensorFlowTrainingJob};
 use tfjob_federator::validation;
@@ -133,22 +132,10 @@ fn example_jobs_parse_and_validate() {
     }
 }
 
-/// kubectl on `ground`, with the cluster it works on: a simulated one, or a
-/// real one of the test's own (the CRDs are cluster-wide: on a shared
-/// cluster they would be there already).
-fn kubectl_on(ground: Ground, test: &str) -> (Option<Launcher>, Kubectl) {
-    match ground {
-        Ground::Sim => (None, Kubectl::start(test)),
-        Ground::Real => {
-            let cluster = Launcher::start(&["--clusters", "1"]);
-            let kubectl = Kubectl::real(&cluster.kubeconfig("home"), test);
-            (Some(cluster), kubectl)
-        }
-    }
-}
-
 fn kubectl_applies_the_crd_and_the_examples(ground: Ground) {
-    let (_cluster, kubectl) = kubectl_on(ground, "crd");
+    // A cluster of its own: the CRDs are cluster-wide, on a shared cluster
+    // they would be there already.
+    let kubectl = Kubectl::on_private(ground, "crd");
     let crds = repo_path(COMMITTED).to_string_lossy().into_owned();
     kubectl
         .ok(&["apply", "-f", &crds])
@@ -215,7 +202,7 @@ fn kubectl_applies_the_crd_and_the_examples(ground: Ground) {
 }
 
 fn deploy_manifests_apply_with_kubectl_and_hold_together(ground: Ground) {
-    let (_cluster, kubectl) = kubectl_on(ground, "deploy");
+    let kubectl = Kubectl::on_private(ground, "deploy");
     let path = |p: &str| repo_path(p).display().to_string();
     kubectl.ok(&[
         "apply",

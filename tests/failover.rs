@@ -13,14 +13,13 @@
 //! these tests depend on the API, not on the crate's Rust types.
 
 #[macro_use]
-#[path = "common/federation.rs"]
-mod federation_support;
+mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use federation_support::*;
+use common::federation::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -42,7 +41,7 @@ const EPOCH_LABEL: &str = "federation.tfjob.io/placement-epoch";
 /// run of it have left it.
 async fn start(ground: Ground, extra_settings: &str) -> Federation {
     let settings = format!("{HOME_NOT_TARGET}{FAST_LOSS}{extra_settings}");
-    let f = Federation::start(ground, &settings).await;
+    let f = federation(ground).settings(&settings).start().await;
     if ground == Ground::Real {
         remove_status_only_policy(&f.clients["home"]).await;
     }
@@ -277,7 +276,7 @@ async fn paused_job_whose_clusters_are_lost(ground: Ground) {
         "{}",
         paused["status"]
     );
-    sim_kube::eventually_within("no pod of the paused job anywhere", WAIT, async || {
+    eventually("no pod of the paused job anywhere", WAIT, async || {
         f.pods_on("sleeper", &CLUSTERS)
             .await
             .is_empty()
@@ -382,7 +381,7 @@ async fn paused_job_is_never_placed_when_capacity_frees(ground: Ground) {
             "a paused job gets no pods when capacity frees: {pods:?}"
         );
     };
-    sim_kube::eventually_within("member-1's 4 GPUs free in its status", WAIT, async || {
+    eventually("member-1's 4 GPUs free in its status", WAIT, async || {
         no_pods().await;
         (free_gpus(&members, "member-1").await? == "4").then_some(())
     })
@@ -469,7 +468,7 @@ async fn install_status_only_policy(home: &kube::Client, probe_job: &Api<Dynamic
         dry_run: true,
         ..Default::default()
     };
-    sim_kube::eventually_within(
+    eventually(
         "the status-only policy in force",
         Duration::from_secs(20),
         async || match probe_job.patch("epoch-kill-0", &dry_run, &probe).await {
@@ -654,7 +653,7 @@ async fn failover_writes_epoch_and_restart_before_teardown(ground: Ground) {
     }
     let (pod_watches, pods_seen) = record_pods(&f, &["home", "member-2"]);
     let (job_watch, failovers, first_sign) = watch_failovers(f.jobs(), initial.clone());
-    sim_kube::eventually_within("the job watch to list the jobs", WAIT, async || {
+    eventually("the job watch to list the jobs", WAIT, async || {
         let listed = failovers.lock().expect("lock").highest_backoff.len();
         (listed == names.len()).then_some(())
     })
@@ -703,7 +702,7 @@ async fn failover_writes_epoch_and_restart_before_teardown(ground: Ground) {
         ));
     }
 
-    f.restart_controller();
+    f.restart_controller().await;
     for name in &names {
         let replaced = f
             .wait_job(name, "Running again on member-2", FAILOVER, |j| {
@@ -719,7 +718,7 @@ async fn failover_writes_epoch_and_restart_before_teardown(ground: Ground) {
     set_faults(&f.clients["member-1"], json!({"partitioned": false})).await;
     let mut newest = BTreeMap::new();
     for name in &names {
-        let epoch = sim_kube::eventually_within(
+        let epoch = eventually(
             &format!("{name}: one pod per replica, all of the newest epoch"),
             FAILOVER,
             async || {
@@ -797,7 +796,7 @@ async fn a_failed_secret_read_at_start_up_changes_nothing(ground: Ground) {
         json!({"failRequests": {"verb": "get", "resource": "secrets", "count": 2, "code": 500}}),
     )
     .await;
-    f.restart_controller();
+    f.restart_controller().await;
     wait_ready(&f.members(), "member-1", "True").await;
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(5) {
@@ -875,7 +874,7 @@ async fn deleting_an_ended_job_after_a_restart_cleans_every_member(ground: Groun
         .delete("ended-offline", &Default::default())
         .await
         .expect("delete a job while no controller runs");
-    f.restart_controller();
+    f.restart_controller().await;
     // Connected and swept again, with both jobs still there.
     for member in ["member-1", "member-2"] {
         wait_ready(&f.members(), member, "True").await;
@@ -886,11 +885,11 @@ async fn deleting_an_ended_job_after_a_restart_cleans_every_member(ground: Groun
         .await
         .expect("delete the job");
     for name in ["ended", "ended-offline"] {
-        eventually_within("the job to be gone", WAIT, async || {
+        eventually("the job to be gone", WAIT, async || {
             f.jobs().get_opt(name).await.ok()?.is_none().then_some(())
         })
         .await;
-        eventually_within(
+        eventually(
             "nothing of the job left",
             Duration::from_secs(10),
             async || objects_of(&f, name).await.is_empty().then_some(()),
@@ -944,7 +943,7 @@ async fn the_sweep_runs_periodically_and_deletes_only_what_we_made(ground: Groun
             .await
             .expect("create a pod");
     }
-    eventually_within("the orphan to be swept", WAIT, async || {
+    eventually("the orphan to be swept", WAIT, async || {
         let pod = pods.get_opt("orphan-worker-0").await.ok()?;
         pod.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
             .then_some(())
@@ -976,7 +975,7 @@ async fn a_job_in_a_system_namespace_never_lands_on_a_member(ground: Ground) {
     jobs.create(&PostParams::default(), &job)
         .await
         .expect("submit into kube-system");
-    let waiting = eventually_within("the job to wait, saying why", WAIT, async || {
+    let waiting = eventually("the job to wait, saying why", WAIT, async || {
         let job = jobs.get("system").await.ok()?;
         let initialized = job.data["status"]["conditions"]
             .as_array()?
@@ -1208,7 +1207,7 @@ async fn a_finalizer_removed_by_hand_leaves_nothing_behind(ground: Ground) {
         .delete("unguarded", &Default::default())
         .await
         .expect("delete the job");
-    eventually_within("nothing of the job on any cluster", WAIT, async || {
+    eventually("nothing of the job on any cluster", WAIT, async || {
         objects_of(&f, "unguarded").await.is_empty().then_some(())
     })
     .await;
@@ -1243,7 +1242,7 @@ async fn a_member_namespace_deleted_under_a_running_job(ground: Ground) {
             .unwrap_or_default()
             .to_string()
     };
-    eventually_within("the job Running", WAIT, async || {
+    eventually("the job Running", WAIT, async || {
         let job = jobs.get("homeless").await.ok()?;
         (phase(&job) == "Running").then_some(())
     })
@@ -1265,7 +1264,7 @@ async fn a_member_namespace_deleted_under_a_running_job(ground: Ground) {
         .delete(&namespace, &Default::default())
         .await
         .expect("the administrator deletes the namespace");
-    let waiting = eventually_within(
+    let waiting = eventually(
         "the job to say its namespace is missing",
         WAIT,
         async || {
@@ -1291,7 +1290,7 @@ async fn a_member_namespace_deleted_under_a_running_job(ground: Ground) {
         "the pod that went counts as one restart"
     );
     // Back: the replica runs again.
-    eventually_within("the namespace gone", WAIT, async || {
+    eventually("the namespace gone", WAIT, async || {
         namespaces
             .get_opt(&namespace)
             .await
@@ -1308,7 +1307,7 @@ async fn a_member_namespace_deleted_under_a_running_job(ground: Ground) {
         )
         .await
         .expect("the namespace is back");
-    eventually_within(
+    eventually(
         "the replica running again",
         Duration::from_secs(60),
         async || {

@@ -6,14 +6,13 @@
 //! RBAC. The harness is `tests/common/federation.rs`.
 
 #[macro_use]
-#[path = "common/federation.rs"]
-mod federation_support;
+mod common;
 
 use std::process::{Command, Output};
 use std::time::Duration;
 
 use base64::Engine;
-use federation_support::*;
+use common::federation::*;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::PolicyRule;
@@ -35,7 +34,7 @@ fn kubeconfig_server(yaml: &str) -> String {
 
 #[tokio::test]
 async fn sim_register_creates_member_secrets_and_member_clusters() {
-    let sim = start_sim(&["--clusters", "3", "--register"]);
+    let sim = start_sim(&["--clusters", "3", "--register"]).await;
     let home_yaml =
         std::fs::read_to_string(sim.dir.join("home.kubeconfig")).expect("home kubeconfig");
     let home = client_for(&home_yaml).await;
@@ -191,21 +190,9 @@ async fn join_registers_and_updates_a_member() {
 
 #[tokio::test]
 async fn member_status_shows_readiness_capacity_and_partitions() {
-    let sim = start_sim(&[
-        "--clusters",
-        "3",
-        "--register",
-        "--nodes",
-        "2",
-        "--gpus-per-node",
-        "4",
-    ]);
-    let _controller = start_controller(&sim.dir.join("home.kubeconfig"), "");
-    let home =
-        client_for(&std::fs::read_to_string(sim.dir.join("home.kubeconfig")).expect("kubeconfig"))
-            .await;
-    let members: Api<MemberCluster> = Api::all(home);
-    let member = sim_kube::eventually_within(
+    let f = federation(Ground::Sim).nodes(2).start().await;
+    let members = f.members();
+    let member = eventually(
         "member-1 Ready with capacity",
         Duration::from_secs(20),
         async || {
@@ -232,10 +219,7 @@ async fn member_status_shows_readiness_capacity_and_partitions() {
     );
     assert!(status.last_heartbeat_time.is_some());
 
-    let member_one = client_for(
-        &std::fs::read_to_string(sim.dir.join("member-1.kubeconfig")).expect("kubeconfig"),
-    )
-    .await;
+    let member_one = f.clients["member-1"].clone();
     let faults = |partitioned: bool| set_faults(&member_one, json!({"partitioned": partitioned}));
     faults(true).await;
     wait_ready(&members, "member-1", "False").await;
@@ -276,7 +260,7 @@ fn tf_config_of(pod: &Pod) -> serde_json::Value {
 }
 
 async fn pack_places_a_job_that_fits_one_member_entirely_there(ground: Ground) {
-    let f = Federation::start(ground, HOME_NOT_TARGET).await;
+    let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
     f.submit(gpu_job(
         "packed",
         &[("chief", 1, 1), ("worker", 2, 1)],
@@ -317,7 +301,7 @@ async fn pack_places_a_job_that_fits_one_member_entirely_there(ground: Ground) {
 /// namespace there, and its pods wait for the namespace's ServiceAccount,
 /// which a real cluster makes a moment later.
 async fn a_job_in_a_namespace_the_members_lack_runs_there(ground: Ground) {
-    let f = Federation::start(ground, HOME_NOT_TARGET).await;
+    let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
     let namespace = real::test_namespace(&f.clients["home"], "team").await;
     let jobs: Api<TensorFlowTrainingJob> = Api::namespaced(f.clients["home"].clone(), &namespace);
     let job: TensorFlowTrainingJob =
@@ -326,7 +310,7 @@ async fn a_job_in_a_namespace_the_members_lack_runs_there(ground: Ground) {
     jobs.create(&Default::default(), &job)
         .await
         .expect("job created");
-    sim_kube::eventually_within("elsewhere Succeeded", Duration::from_secs(30), async || {
+    eventually("elsewhere Succeeded", Duration::from_secs(30), async || {
         let job = jobs.get("elsewhere").await.ok()?;
         let phase = serde_json::to_value(job.status.as_ref()?.phase?).ok()?;
         (phase == "Succeeded").then_some(())
@@ -353,7 +337,7 @@ async fn a_job_in_a_namespace_the_members_lack_runs_there(ground: Ground) {
         Some("tfjob-federator"),
         "the namespace the controller made says so"
     );
-    let problems = controller_problems(&f.dir);
+    let problems = f.controller_problems();
     assert!(
         problems.is_empty(),
         "controller warnings/errors: {problems:#?}"
@@ -363,7 +347,7 @@ async fn a_job_in_a_namespace_the_members_lack_runs_there(ground: Ground) {
 /// A member whose address template would write a bad TF_CONFIG takes no
 /// replicas and says why, until the template is fixed.
 async fn a_member_with_a_bad_address_template_is_not_ready_and_gets_no_replicas(ground: Ground) {
-    let f = Federation::start(ground, HOME_NOT_TARGET).await;
+    let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
     let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
     let template = |t: &str| kube::api::Patch::Merge(json!({"spec": {"addressTemplate": t}}));
     members
@@ -374,7 +358,7 @@ async fn a_member_with_a_bad_address_template_is_not_ready_and_gets_no_replicas(
         )
         .await
         .expect("template patched");
-    let member = sim_kube::eventually_within(
+    let member = eventually(
         "member-1 not Ready for its template",
         Duration::from_secs(20),
         async || {
@@ -419,7 +403,7 @@ async fn a_member_with_a_bad_address_template_is_not_ready_and_gets_no_replicas(
 }
 
 async fn a_job_larger_than_any_cluster_spans_two_with_cross_cluster_tf_config(ground: Ground) {
-    let f = Federation::start(ground, HOME_NOT_TARGET).await;
+    let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
     // 6 GPUs in all; each member has 4.
     f.submit(gpu_job(
         "split",
@@ -467,7 +451,7 @@ async fn a_job_larger_than_any_cluster_spans_two_with_cross_cluster_tf_config(gr
 }
 
 async fn without_split_a_job_waits_with_reasons_then_runs_when_capacity_frees(ground: Ground) {
-    let f = Federation::start(ground, HOME_NOT_TARGET).await;
+    let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
     f.submit(gpu_job("first", &[("worker", 1, 4)], json!({}), "4"))
         .await;
     f.submit(gpu_job("second", &[("worker", 1, 4)], json!({}), "4"))
@@ -484,7 +468,7 @@ async fn without_split_a_job_waits_with_reasons_then_runs_when_capacity_frees(gr
     ))
     .await;
     let jobs = typed_jobs(&f);
-    let waiting = sim_kube::eventually_within(
+    let waiting = eventually(
         "whole waits for capacity",
         Duration::from_secs(15),
         async || {
@@ -521,7 +505,7 @@ async fn without_split_a_job_waits_with_reasons_then_runs_when_capacity_frees(gr
 }
 
 async fn deleting_a_job_spread_over_clusters_leaves_nothing_anywhere(ground: Ground) {
-    let f = Federation::start(ground, HOME_NOT_TARGET).await;
+    let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
     f.submit(gpu_job(
         "spread",
         &[("chief", 1, 2), ("worker", 2, 2)],
@@ -560,7 +544,7 @@ async fn deleting_a_job_spread_over_clusters_leaves_nothing_anywhere(ground: Gro
         .await
         .expect("delete accepted");
     let jobs = f.jobs();
-    sim_kube::eventually_within("the job to be gone", Duration::from_secs(20), async || {
+    eventually("the job to be gone", Duration::from_secs(20), async || {
         jobs.get_opt("spread").await.ok()?.is_none().then_some(())
     })
     .await;
@@ -586,7 +570,7 @@ async fn deleting_a_job_spread_over_clusters_leaves_nothing_anywhere(ground: Gro
     }
     for member in ["member-1", "member-2"] {
         let groups = pod_groups(member);
-        sim_kube::eventually_within(
+        eventually(
             "member PodGroups deleted",
             Duration::from_secs(10),
             async || groups.get_opt("spread").await.ok()?.is_none().then_some(()),
@@ -604,7 +588,7 @@ fn count(
 }
 
 async fn spread_and_weighted_give_the_expected_counts_per_cluster(ground: Ground) {
-    let f = Federation::start(ground, HOME_NOT_TARGET).await;
+    let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
     let spread = json!({"scheduler": {"federation": {"strategy": "Spread"}}});
     f.submit(gpu_job("spread", &[("worker", 4, 1)], spread, "1"))
         .await;
@@ -629,7 +613,7 @@ async fn spread_and_weighted_give_the_expected_counts_per_cluster(ground: Ground
 }
 
 async fn selector_names_and_unschedulable_are_respected(ground: Ground) {
-    let f = Federation::start(ground, HOME_NOT_TARGET).await;
+    let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
     let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
     let label = json!({"metadata": {"labels": {"tier": "gpu"}}});
     members
@@ -690,7 +674,7 @@ async fn selector_names_and_unschedulable_are_respected(ground: Ground) {
 }
 
 async fn the_higher_priority_job_gets_freed_capacity_first(ground: Ground) {
-    let f = Federation::start(ground, HOME_NOT_TARGET).await;
+    let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
     // Any pod a cluster's scheduler cannot fit shows Unschedulable at some
     // point: watch every cluster for it during the whole test.
     let overcommits = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
@@ -760,7 +744,7 @@ async fn the_higher_priority_job_gets_freed_capacity_first(ground: Ground) {
 }
 
 async fn members_with_export_services_get_a_service_export_per_service(ground: Ground) {
-    let f = Federation::start(ground, HOME_NOT_TARGET).await;
+    let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
     sim_kube::install_schemaless_crd(
         &f.clients["member-1"],
         &tfjob_federator::builders::service_export_resource(),
@@ -789,7 +773,7 @@ async fn members_with_export_services_get_a_service_export_per_service(ground: G
         "default",
         &tfjob_federator::builders::service_export_resource(),
     );
-    let names = sim_kube::eventually_within(
+    let names = eventually(
         "ServiceExports on member-1",
         Duration::from_secs(20),
         async || {
@@ -821,7 +805,11 @@ async fn members_with_export_services_get_a_service_export_per_service(ground: G
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_jobs_of_eight_replicas_over_three_clusters_finish_cleanly() {
-    let f = Federation::start_with_nodes(Ground::Sim, "4", HOME_NOT_TARGET).await;
+    let f = federation(Ground::Sim)
+        .nodes(4)
+        .settings(HOME_NOT_TARGET)
+        .start()
+        .await;
     // Every ADDED pod per cluster, and any pod a cluster could not fit.
     let created = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::<
         String,
@@ -876,25 +864,24 @@ async fn a_hundred_jobs_of_eight_replicas_over_three_clusters_finish_cleanly() {
         f.submit(job).await;
     }
     let jobs = typed_jobs(&f);
-    let outcome =
-        sim_kube::eventually_within("100 jobs to end", Duration::from_secs(120), async || {
-            let list = jobs.list(&ListParams::default()).await.ok()?;
-            let phases: Vec<String> = list
-                .items
-                .iter()
-                .filter_map(|j| {
-                    Some(
-                        serde_json::to_value(j.status.as_ref()?.phase?)
-                            .ok()?
-                            .as_str()?
-                            .to_string(),
-                    )
-                })
-                .collect();
-            (phases.len() == 100 && phases.iter().all(|p| p == "Succeeded" || p == "Failed"))
-                .then_some(phases)
-        })
-        .await;
+    let outcome = eventually("100 jobs to end", Duration::from_secs(120), async || {
+        let list = jobs.list(&ListParams::default()).await.ok()?;
+        let phases: Vec<String> = list
+            .items
+            .iter()
+            .filter_map(|j| {
+                Some(
+                    serde_json::to_value(j.status.as_ref()?.phase?)
+                        .ok()?
+                        .as_str()?
+                        .to_string(),
+                )
+            })
+            .collect();
+        (phases.len() == 100 && phases.iter().all(|p| p == "Succeeded" || p == "Failed"))
+            .then_some(phases)
+    })
+    .await;
     assert!(
         outcome.iter().all(|p| p == "Succeeded"),
         "every job succeeds"
@@ -916,7 +903,7 @@ async fn a_hundred_jobs_of_eight_replicas_over_three_clusters_finish_cleanly() {
     );
     let seen = overcommits.lock().expect("lock").clone();
     assert!(seen.is_empty(), "pods a cluster could not fit: {seen:?}");
-    let problems = controller_problems(&f.dir);
+    let problems = f.controller_problems();
     assert!(
         problems.is_empty(),
         "controller warnings/errors: {problems:#?}"
@@ -984,7 +971,7 @@ fn watch_status(
 
 async fn a_lost_member_fails_its_jobs_over_and_is_swept_when_it_returns(ground: Ground) {
     let settings = format!("{HOME_NOT_TARGET}{FAST_LOSS}");
-    let f = Federation::start(ground, &settings).await;
+    let f = federation(ground).settings(&settings).start().await;
     f.submit(gpu_job(
         "moving",
         &[("worker", 2, 2)],
@@ -1055,7 +1042,7 @@ async fn a_lost_member_fails_its_jobs_over_and_is_swept_when_it_returns(ground: 
     let pods: Api<Pod> = Api::namespaced(f.clients[&lost].clone(), "default");
     let services: Api<k8s_openapi::api::core::v1::Service> =
         Api::namespaced(f.clients[&lost].clone(), "default");
-    sim_kube::eventually_within(
+    eventually(
         "the old epoch's pods and services deleted from the returned member",
         Duration::from_secs(20),
         async || {
@@ -1096,7 +1083,7 @@ async fn a_lost_member_fails_its_jobs_over_and_is_swept_when_it_returns(ground: 
 async fn a_job_deleted_while_a_member_is_partitioned_is_cleaned_there_when_it_heals(
     ground: Ground,
 ) {
-    let f = Federation::start(ground, FAST_LOSS).await;
+    let f = federation(ground).settings(FAST_LOSS).start().await;
     f.submit(gpu_job(
         "everywhere",
         &[("worker", 3, 1)],
@@ -1122,7 +1109,7 @@ async fn a_job_deleted_while_a_member_is_partitioned_is_cleaned_there_when_it_he
             "default",
             &tfjob_federator::builders::pod_group_resource(),
         );
-        sim_kube::eventually_within(
+        eventually(
             &format!("nothing of the job left on {cluster}"),
             Duration::from_secs(20),
             async || {
@@ -1147,7 +1134,7 @@ fn plan(f: &Federation, job: &serde_json::Value) -> String {
         .arg("-f")
         .arg(&file)
         .arg("--kubeconfig")
-        .arg(&f.home_kubeconfig)
+        .arg(&f.controller_kubeconfig)
         .arg("--config")
         .arg(f.dir.join("controller.yaml"))
         .output()
@@ -1161,7 +1148,7 @@ fn plan(f: &Federation, job: &serde_json::Value) -> String {
 }
 
 async fn plan_prints_where_replicas_would_go_and_why_others_are_passed_over(ground: Ground) {
-    let f = Federation::start(ground, HOME_NOT_TARGET).await;
+    let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
     let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
     members
         .patch(
@@ -1213,14 +1200,14 @@ async fn plan_prints_where_replicas_would_go_and_why_others_are_passed_over(grou
 }
 
 async fn a_restarted_controller_keeps_a_split_job_where_it_was_placed(ground: Ground) {
-    let mut f = Federation::start(ground, HOME_NOT_TARGET).await;
+    let mut f = federation(ground).settings(HOME_NOT_TARGET).start().await;
     f.submit(gpu_job("stays", &[("worker", 3, 2)], json!({}), "5"))
         .await;
     f.wait_phase("stays", "Running", Duration::from_secs(20))
         .await;
     let before = f.pods_by_cluster("stays").await;
     assert_eq!(before.len(), 2, "6 GPUs span both members: {before:?}");
-    f.restart_controller();
+    f.restart_controller().await;
     let done = typed(
         f.wait_phase("stays", "Succeeded", Duration::from_secs(30))
             .await,
@@ -1237,14 +1224,14 @@ async fn a_restarted_controller_keeps_a_split_job_where_it_was_placed(ground: Gr
     );
     assert_eq!(status.replicas_counted, 3);
     assert!(
-        controller_problems(&f.dir).is_empty(),
+        f.controller_problems().is_empty(),
         "{:?}",
-        controller_problems(&f.dir)
+        f.controller_problems()
     );
 }
 
 async fn a_restarted_controller_cleans_up_after_a_finished_job_on_every_cluster(ground: Ground) {
-    let mut f = Federation::start(ground, HOME_NOT_TARGET).await;
+    let mut f = federation(ground).settings(HOME_NOT_TARGET).start().await;
     f.submit(gpu_job(
         "finished",
         &[("worker", 3, 2)],
@@ -1270,12 +1257,12 @@ async fn a_restarted_controller_cleans_up_after_a_finished_job_on_every_cluster(
         )
         .await
         .expect("status written");
-    f.restart_controller();
+    f.restart_controller().await;
     for cluster in ["member-1", "member-2"] {
         let pods: Api<Pod> = Api::namespaced(f.clients[cluster].clone(), "default");
         let services: Api<k8s_openapi::api::core::v1::Service> =
             Api::namespaced(f.clients[cluster].clone(), "default");
-        sim_kube::eventually_within(
+        eventually(
             &format!("the leftovers on {cluster} deleted"),
             Duration::from_secs(20),
             async || {
@@ -1443,7 +1430,7 @@ async fn controller_accesses(client: &kube::Client) -> Vec<serde_json::Value> {
 }
 
 async fn the_shipped_rbac_allows_every_request_the_controller_makes(ground: Ground) {
-    let f = Federation::start(ground, FAST_LOSS).await;
+    let f = federation(ground).settings(FAST_LOSS).start().await;
     let members: Api<MemberCluster> = Api::all(f.clients["home"].clone());
     sim_kube::install_schemaless_crd(
         &f.clients["member-1"],
@@ -1486,7 +1473,7 @@ async fn the_shipped_rbac_allows_every_request_the_controller_makes(ground: Grou
         .await;
     f.delete_while_partitioned("abandoned", "member-2").await;
     let pods: Api<Pod> = Api::namespaced(f.clients["member-2"].clone(), "default");
-    sim_kube::eventually_within("member-2 swept", Duration::from_secs(20), async || {
+    eventually("member-2 swept", Duration::from_secs(20), async || {
         let selector = ListParams::default().labels("federation.tfjob.io/job-name=abandoned");
         pods.list(&selector)
             .await
@@ -1510,7 +1497,8 @@ async fn the_shipped_rbac_allows_every_request_the_controller_makes(ground: Grou
     if ground == Ground::Real {
         // Real authorization decided every request: none was refused, and
         // each identity may do exactly what its manifest grants.
-        let refused: Vec<String> = controller_problems(&f.dir)
+        let refused: Vec<String> = f
+            .controller_problems()
             .into_iter()
             .filter(|line| line.contains("403") || line.to_lowercase().contains("forbidden"))
             .collect();
@@ -1520,7 +1508,7 @@ async fn the_shipped_rbac_allows_every_request_the_controller_makes(ground: Grou
             ("member-1", &member_role, "tfjob-federator-member"),
         ] {
             let granted = can_i_list(
-                &f.clusters.kubeconfig(cluster),
+                &f.kubeconfig(cluster),
                 &format!("system:serviceaccount:tfjob-federator:{account}"),
             );
             let documented = readme_accesses(account);
@@ -1556,7 +1544,7 @@ async fn the_shipped_rbac_allows_every_request_the_controller_makes(ground: Grou
         ] {
             let output = Command::new("kubectl")
                 .arg("--kubeconfig")
-                .arg(f.clusters.kubeconfig("home"))
+                .arg(f.kubeconfig("home"))
                 .args(["auth", "can-i"])
                 .args(beyond)
                 .args(["--as", controller])

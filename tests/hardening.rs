@@ -3,17 +3,14 @@
 //! says which field is wrong. One cluster, the controller binary running
 //! against it, as in `tests/operator.rs`.
 
-// (This binary does not install a schemaless CRD, which the shared support re-exports.)
-#[allow(unused_imports)]
 #[macro_use]
-#[path = "common/operator.rs"]
-mod operator_support;
+mod common;
 
 use std::time::Duration;
 
+use common::operator::*;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use operator_support::*;
 use serde_json::{Value, json};
 use tfjob_federator::api::{JobPhase, MemberCluster};
 
@@ -52,7 +49,7 @@ async fn submit_raw(env: &Env, job: Value) -> Option<String> {
 
 /// The job's Failed condition (reason, message), once it has one.
 async fn failed_condition(env: &Env, name: &str) -> (String, String) {
-    wait_for(&format!("job {name} to be Failed"), WAIT, async || {
+    eventually(&format!("job {name} to be Failed"), WAIT, async || {
         let job = env.raw_jobs().get(name).await.ok()?;
         failed_in(job.data.get("status")?)
     })
@@ -70,7 +67,7 @@ async fn deep_job_failed_condition(env: &Env, name: &str) -> (String, String) {
         "/apis/batch.tensorstack.dev/v1beta1/namespaces/{}/tensorflowtrainingjobs/{name}",
         env.namespace
     );
-    wait_for(&format!("job {name} to be Failed"), WAIT, async || {
+    eventually(&format!("job {name} to be Failed"), WAIT, async || {
         let request = http::Request::get(&url).body(Vec::new()).ok()?;
         let text = env.client.request_text(request).await.ok()?;
         failed_in(&serde_json::from_str::<StatusOnly>(&text).ok()?.status?)
@@ -124,7 +121,10 @@ async fn expect_refused_or_invalid(env: &mut Env, cases: Vec<(&str, Value, &str)
 /// A job asking for billions of replicas once made the controller abort on
 /// allocation (and every restarted one after it); a million stalled it.
 async fn poison_replica_counts_never_stop_the_controller(ground: Ground) {
-    let mut env = Env::start_on(ground, "poison-counts").await;
+    let mut env = Setup::on(ground)
+        .own_namespace("poison-counts")
+        .start()
+        .await;
     let field = "spec.replicaSpecs[0].replicas";
     expect_refused_or_invalid(
         &mut env,
@@ -147,7 +147,7 @@ async fn poison_replica_counts_never_stop_the_controller(ground: Ground) {
 /// Type errors once read `invalid type: string "two", expected i32` with no
 /// field; now the path and what was expected.
 async fn type_errors_name_the_field(ground: Ground) {
-    let mut env = Env::start_on(ground, "type-errors").await;
+    let mut env = Setup::on(ground).own_namespace("type-errors").start().await;
     expect_refused_or_invalid(
         &mut env,
         vec![
@@ -171,7 +171,10 @@ async fn type_errors_name_the_field(ground: Ground) {
 /// every list of jobs: no job was processed any more, restart after restart.
 /// Now it is that job's InvalidSpec, and the others run.
 async fn a_deeply_nested_job_never_stops_the_controller(ground: Ground) {
-    let mut env = Env::start_on(ground, "deep-nesting").await;
+    let mut env = Setup::on(ground)
+        .own_namespace("deep-nesting")
+        .start()
+        .await;
     env.kill_controller();
     let shallow = job_json("deep", json!({}));
     assert_eq!(submit_raw(&env, shallow).await, None, "the job is stored");
@@ -196,13 +199,13 @@ async fn a_deeply_nested_job_never_stops_the_controller(ground: Ground) {
         json!({"replicaSpecs": [replica("worker", 1, &[("run-seconds", "0.2")])]}),
     );
     env.submit(&fine).await;
-    env.start_controller();
+    env.start_controller().await;
     env.wait_phase("fine", JobPhase::Succeeded).await;
     let (reason, message) = deep_job_failed_condition(&env, "deep").await;
     assert_eq!(reason, "InvalidSpec", "{message}");
     assert!(message.contains("spec.replicaSpecs"), "{message}");
     env.kill_controller();
-    env.start_controller();
+    env.start_controller().await;
     let again = job(
         "again",
         json!({"replicaSpecs": [replica("worker", 1, &[("run-seconds", "0.2")])]}),
@@ -216,7 +219,10 @@ async fn a_deeply_nested_job_never_stops_the_controller(ground: Ground) {
 /// A pod annotation `run-seconds: inf` once panicked the simulated kubelet:
 /// it is a pod that runs for a very long time, and other pods go on.
 async fn absurd_script_times_are_a_long_run(ground: Ground) {
-    let env = Env::start_on(ground, "absurd-times").await;
+    let env = Setup::on(ground)
+        .own_namespace("absurd-times")
+        .start()
+        .await;
     let forever = job(
         "forever",
         json!({"replicaSpecs": [replica("worker", 1, &[("pending-seconds", "1e308"), ("run-seconds", "inf")])]}),
@@ -274,7 +280,7 @@ async fn register(env: &Env, member: &str, namespace: &str, kubeconfig: &str) {
 /// The member's Ready condition (status, message), once written.
 async fn ready_condition(env: &Env, member: &str) -> (String, String) {
     let members: Api<MemberCluster> = Api::all(env.client.clone());
-    wait_for(
+    eventually(
         &format!("member {member} to have a Ready condition"),
         WAIT,
         async || {
@@ -297,7 +303,10 @@ async fn ready_condition(env: &Env, member: &str) -> (String, String) {
 /// parse. Each is now a member that is not Ready, saying why, and nothing
 /// of the Secret shows anywhere.
 async fn member_kubeconfigs_cannot_run_commands_read_files_or_leak(ground: Ground) {
-    let env = Env::start_on(ground, "member-hygiene").await;
+    let env = Setup::on(ground)
+        .own_namespace("member-hygiene")
+        .start()
+        .await;
     let marker = format!("secret-{}", std::process::id());
     let touched = std::env::temp_dir().join(format!("tfjob-federator-exec-{marker}"));
     let config = |user: &str| {
@@ -371,7 +380,10 @@ async fn member_kubeconfigs_cannot_run_commands_read_files_or_leak(ground: Groun
 /// restart counted. Now it counts as an exit (143): a restart under
 /// `OnFailure`, the job's failure under `Never`.
 async fn a_pod_deleted_by_hand_is_an_exit(ground: Ground) {
-    let env = Env::start_on(ground, "deleted-by-hand").await;
+    let env = Setup::on(ground)
+        .own_namespace("deleted-by-hand")
+        .start()
+        .await;
     let long = [("pending-seconds", "0.1"), ("run-seconds", "3600")];
     let restarting = job(
         "restarting",
@@ -402,7 +414,7 @@ async fn a_pod_deleted_by_hand_is_an_exit(ground: Ground) {
         })
         .await;
     assert_eq!(restart_count(&restarted, "worker"), 1);
-    wait_for("a new pod for the restarted replica", WAIT, async || {
+    eventually("a new pod for the restarted replica", WAIT, async || {
         let pod = env.pods().get_opt("restarting-worker-0").await.ok()??;
         (pod.metadata.uid != first_uid && pod.metadata.deletion_timestamp.is_none()).then_some(())
     })
@@ -424,7 +436,10 @@ async fn a_pod_deleted_by_hand_is_an_exit(ground: Ground) {
 /// the controller signed is its own: the pod is a conflict, reported, never
 /// adopted nor deleted.
 async fn a_users_pod_with_our_labels_is_not_adopted(ground: Ground) {
-    let env = Env::start_on(ground, "forged-labels").await;
+    let env = Setup::on(ground)
+        .own_namespace("forged-labels")
+        .start()
+        .await;
     let spec = json!({"runMode": {"pause": {"enabled": true}},
         "replicaSpecs": [replica("worker", 1, &[("pending-seconds", "0.1"), ("run-seconds", "600")])]});
     let uid = env
@@ -457,7 +472,7 @@ async fn a_users_pod_with_our_labels_is_not_adopted(ground: Ground) {
         .patch("target", &PatchParams::default(), &merge)
         .await
         .expect("resume");
-    let refused = wait_for("the conflict to be reported", WAIT, async || {
+    let refused = eventually("the conflict to be reported", WAIT, async || {
         let job = env.job("target").await;
         let (status, reason, message) = condition(&job, "Initialized")?;
         (reason == "ObjectNameTaken").then_some((status, message))

@@ -13,8 +13,7 @@
 //! only (README, "Known differences of the simulator").
 
 #[macro_use]
-#[path = "common/kube.rs"]
-mod sim_kube;
+mod common;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -35,10 +34,11 @@ use kube::runtime::watcher::{self, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use sim_kube::{
-    Ground, TestCluster, api_error, config_map, eventually, eventually_within, install_widget_crd,
-    widget,
+use common::real::Ground;
+use common::sim_kube::{
+    EVENTUALLY, TestCluster, api_error, config_map, install_widget_crd, widget,
 };
+use common::wait::eventually;
 
 /// For each `async fn NAME(cluster: TestCluster)` that needs what only the
 /// simulator has (`/_sim/compact`): `NAME::sim`.
@@ -296,7 +296,7 @@ async fn watcher_and_reflector_stay_in_sync_through_compaction(cluster: TestClus
         .unwrap();
     cluster.compact().await;
     cluster.drop_watches().await;
-    eventually("the watcher to relist after 410", async || {
+    eventually("the watcher to relist after 410", EVENTUALLY, async || {
         (reflected.inits.load(Ordering::SeqCst) >= 2).then_some(())
     })
     .await;
@@ -694,7 +694,7 @@ async fn garbage_collection_follows_propagation_policy(cluster: TestCluster) {
         .await
         .unwrap();
     assert!(api.get_opt("owner-bg").await.unwrap().is_none());
-    eventually("background GC of dep-bg", gone("dep-bg")).await;
+    eventually("background GC of dep-bg", EVENTUALLY, gone("dep-bg")).await;
     assert!(api.get_opt("bystander").await.unwrap().is_some());
 
     // Foreground: the owner waits, marked, until its dependents are gone.
@@ -720,7 +720,7 @@ async fn garbage_collection_follows_propagation_policy(cluster: TestCluster) {
         "{:?}",
         deleting.finalizers()
     );
-    eventually("GC to start deleting dep-fg", async || {
+    eventually("GC to start deleting dep-fg", EVENTUALLY, async || {
         api.get("dep-fg")
             .await
             .unwrap()
@@ -743,8 +743,13 @@ async fn garbage_collection_follows_propagation_policy(cluster: TestCluster) {
     )
     .await
     .unwrap();
-    eventually("dep-fg to go", gone("dep-fg")).await;
-    eventually("owner-fg to go after its dependent", gone("owner-fg")).await;
+    eventually("dep-fg to go", EVENTUALLY, gone("dep-fg")).await;
+    eventually(
+        "owner-fg to go after its dependent",
+        EVENTUALLY,
+        gone("owner-fg"),
+    )
+    .await;
 
     // Orphan: the dependent survives and loses its ownerReference.
     let owner = api
@@ -755,14 +760,18 @@ async fn garbage_collection_follows_propagation_policy(cluster: TestCluster) {
     api.delete("owner-or", &DeleteParams::orphan())
         .await
         .unwrap();
-    eventually("owner-or to go", gone("owner-or")).await;
-    let orphan = eventually("dep-or to lose its ownerReference", async || {
-        let dep = api
-            .get("dep-or")
-            .await
-            .expect("orphaned dependent survives");
-        dep.owner_references().is_empty().then_some(dep)
-    })
+    eventually("owner-or to go", EVENTUALLY, gone("owner-or")).await;
+    let orphan = eventually(
+        "dep-or to lose its ownerReference",
+        EVENTUALLY,
+        async || {
+            let dep = api
+                .get("dep-or")
+                .await
+                .expect("orphaned dependent survives");
+            dep.owner_references().is_empty().then_some(dep)
+        },
+    )
     .await;
     assert!(orphan.metadata.deletion_timestamp.is_none());
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -1620,7 +1629,7 @@ async fn unschedulable_pods_stay_pending_with_the_scheduler_message(cluster: Tes
     }
     for (pod, message) in &cases {
         let name = pod.name_any();
-        let pending = eventually_within(
+        let pending = eventually(
             &format!("{name} to be Unschedulable"),
             Duration::from_secs(30),
             async || {

@@ -7,12 +7,12 @@
 //! CRD take turns on the real cluster (`Kubectl::take_turn`).
 
 #[macro_use]
-#[path = "common/kubectl.rs"]
-mod kubectl_support;
+mod common;
 
 use std::time::Duration;
 
-use kubectl_support::{Ground, Kubectl};
+use common::kubectl::Kubectl;
+use common::real::Ground;
 use serde_json::{Value, json};
 
 on_both_grounds!(sync Kubectl::on;
@@ -1060,28 +1060,6 @@ fn crd_shows_in_discovery_with_printer_columns_and_strict_validation(k: &Kubectl
     );
 }
 
-/// Polls a background kubectl until `done(stdout, stderr)` holds.
-#[track_caller]
-fn wait_for_output(
-    bg: &mut kubectl_support::Background,
-    what: &str,
-    done: impl Fn(&str, &str) -> bool,
-) -> String {
-    let deadline = std::time::Instant::now() + kubectl_support::EVENT_TIMEOUT;
-    loop {
-        let (stdout, stderr) = (bg.stdout(), bg.stderr());
-        if done(&stdout, &stderr) {
-            return stdout;
-        }
-        bg.assert_running();
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never saw {what}; stdout:\n{stdout}\nstderr:\n{stderr}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn get_nodes_shows_ready_nodes_with_capacity(k: &Kubectl) {
     let table = k.ok(&["get", "nodes"]).table();
     assert_eq!(
@@ -1179,16 +1157,12 @@ fn get_pods_watch_shows_the_phases_and_yaml_the_status(k: &Kubectl) {
         );
     k.ok(&["create", "-f", &k.write("parked.yaml", &parked)]);
     let mut watch = k.spawn(&["get", "pods", "--watch"]);
-    wait_for_output(&mut watch, "the initial list", |out, _| {
-        out.contains("parked")
-    });
+    watch.wait_for_output("the initial list", |out, _| out.contains("parked"));
     let script = [("pending-seconds", "0.5"), ("run-seconds", "0.5")];
     let pod =
         scripted_pod(&script).replace("  containers:\n", "  restartPolicy: Never\n  containers:\n");
     k.ok(&["create", "-f", &k.write("pod.yaml", &pod)]);
-    let out = wait_for_output(&mut watch, "the pod completing", |out, _| {
-        out.contains("Completed")
-    });
+    let out = watch.wait_for_output("the pod completing", |out, _| out.contains("Completed"));
     drop(watch);
 
     let rows: Vec<Vec<&str>> = out
@@ -1274,7 +1248,7 @@ const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 /// succeeded and sent a protobuf body, so that a test of the decoder cannot
 /// pass by kubectl falling back to JSON.
 #[track_caller]
-fn ok_with_protobuf_body(k: &Kubectl, args: &[&str]) -> kubectl_support::Run {
+fn ok_with_protobuf_body(k: &Kubectl, args: &[&str]) -> common::kubectl::Run {
     let mut all = vec!["-v=8"];
     all.extend_from_slice(args);
     let run = k.ok(&all);

@@ -5,13 +5,14 @@
 //! `deploy/controller.yaml` ships, whose Role allows the Lease in the
 //! namespace `tfjob-federator` only.
 
-#[path = "common/observe.rs"]
-mod observe;
 #[macro_use]
-#[path = "common/kube.rs"]
-mod sim_kube;
+mod common;
 
-use sim_kube::real::{self, Ground};
+use common::observe;
+use common::real::Ground;
+use common::setup::{Env, LEASE_NAMESPACE, Setup};
+use common::sim_kube::set_faults;
+use common::wait::eventually;
 
 use std::time::{Duration, Instant};
 
@@ -20,38 +21,14 @@ use kube::api::Api;
 use serde_json::json;
 use tfjob_federator::api::TensorFlowTrainingJob;
 
-use observe::{Start, System};
-
 const WAIT: Duration = Duration::from_secs(30);
 
-/// Where the Lease is: `tfjob-federator` as deployed.
-const LEASE_NAMESPACE: &str = "tfjob-federator";
-
-/// `run` arguments for a replica named `identity`.
-fn replica_args(system_dir: &std::path::Path, identity: &str, lease_ms: u64) -> Vec<String> {
-    let config = system_dir.join(format!("{identity}.yaml"));
-    std::fs::write(&config, format!("leaseDurationMs: {lease_ms}\n")).expect("write settings");
-    [
-        "--leader-elect",
-        "--leader-elect-namespace",
-        LEASE_NAMESPACE,
-        "--leader-elect-identity",
-        identity,
-        "--config",
-    ]
-    .into_iter()
-    .map(String::from)
-    .chain([config.display().to_string()])
-    .collect()
-}
-
 async fn ready(addr: std::net::SocketAddr) -> (u16, String) {
-    observe::http(&addr.to_string(), "GET", "/readyz", None).await
+    observe::get(addr, "/readyz").await
 }
 
-async fn holder(system: &System) -> Option<String> {
-    let home = sim_kube::client_for(&system.kubeconfig("home")).await;
-    let lease = Api::<Lease>::namespaced(home, LEASE_NAMESPACE)
+async fn holder(system: &Env) -> Option<String> {
+    let lease = Api::<Lease>::namespaced(system.client.clone(), LEASE_NAMESPACE)
         .get_opt("tfjob-federator")
         .await
         .ok()??;
@@ -59,55 +36,22 @@ async fn holder(system: &System) -> Option<String> {
 }
 
 /// Starts the system with replica `first` leading, returns it once ready.
-async fn first_leading(ground: Ground, lease_ms: u64) -> System {
-    let dir = std::env::temp_dir().join(format!("tfjob-leader-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("settings dir");
-    let args = replica_args(&dir, "first", lease_ms);
-    let system = match ground {
-        Ground::Sim => {
-            let system = observe::start(Start {
-                clusters: 1,
-                run_args: args,
-                ..Start::default()
-            })
-            .await;
-            let home = sim_kube::client_for(&system.kubeconfig("home")).await;
-            real::apply(
-                &home,
-                &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LEASE_NAMESPACE}}),
-            )
-            .await;
-            system
-        }
-        Ground::Real => {
-            let clusters = real::one_cluster();
-            let turn = clusters.exclusive().await;
-            real::clean_slate(clusters, &["home"]).await;
-            let home = clusters.client("home").await;
-            real::install_crds(&home).await;
-            let _ = Api::<Lease>::namespaced(home, LEASE_NAMESPACE)
-                .delete("tfjob-federator", &Default::default())
-                .await;
-            observe::start_on(
-                &clusters.controller_kubeconfig().await,
-                clusters.dir(),
-                &args,
-                Box::new(turn),
-            )
-            .await
-        }
-    };
-    sim_kube::eventually_within("the first replica ready", WAIT, async || {
-        (ready(system.metrics).await.0 == 200).then_some(())
+async fn first_leading(ground: Ground, lease_ms: u64) -> Env {
+    let system = Setup::on(ground)
+        .leader_elect("first")
+        .settings(&format!("leaseDurationMs: {lease_ms}\n"))
+        .start()
+        .await;
+    eventually("the first replica ready", WAIT, async || {
+        (ready(system.metrics()).await.0 == 200).then_some(())
     })
     .await;
     assert_eq!(holder(&system).await.as_deref(), Some("first"));
     system
 }
 
-async fn submit(system: &System, name: &str, run_seconds: &str) -> Api<TensorFlowTrainingJob> {
-    let home = sim_kube::client_for(&system.kubeconfig("home")).await;
-    let jobs: Api<TensorFlowTrainingJob> = Api::namespaced(home, "default");
+async fn submit(system: &Env, name: &str, run_seconds: &str) -> Api<TensorFlowTrainingJob> {
+    let jobs: Api<TensorFlowTrainingJob> = Api::namespaced(system.client.clone(), "default");
     let job: TensorFlowTrainingJob = serde_json::from_value(json!({
         "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob",
         "metadata": {"name": name},
@@ -127,7 +71,7 @@ async fn wait_phase(
     name: &str,
     phase: &str,
 ) -> TensorFlowTrainingJob {
-    sim_kube::eventually_within(&format!("{name} {phase}"), WAIT, async || {
+    eventually(&format!("{name} {phase}"), WAIT, async || {
         let job = jobs.get(name).await.ok()?;
         let current = serde_json::to_value(job.status.as_ref()?.phase?).ok()?;
         (current == phase).then_some(job)
@@ -137,19 +81,15 @@ async fn wait_phase(
 
 async fn a_standby_waits_unready_and_takes_over_when_the_leader_dies(ground: Ground) {
     let mut system = first_leading(ground, 2000).await;
-    let (mut second, second_addr) = observe::start_run(
-        &system.dir,
-        "second.log",
-        &replica_args(&system.dir, "second", 2000),
-    )
-    .await;
+    let mut second = system.start_replica("second").await;
+    let second_addr = second.metrics;
     for _ in 0..5 {
         let (status, body) = ready(second_addr).await;
         assert_eq!(status, 503, "a standby is not ready: {body}");
         assert!(body.contains("leadership"), "{body}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let (status, _) = observe::http(&second_addr.to_string(), "GET", "/healthz", None).await;
+    let (status, _) = observe::get(second_addr, "/healthz").await;
     assert_eq!(status, 200, "a standby is alive");
 
     let jobs = submit(&system, "steady", "4").await;
@@ -157,7 +97,7 @@ async fn a_standby_waits_unready_and_takes_over_when_the_leader_dies(ground: Gro
     // The leader dies without releasing: the Lease expires, then the standby leads.
     let died = Instant::now();
     system.kill_controller();
-    sim_kube::eventually_within("the standby leading and ready", WAIT, async || {
+    eventually("the standby leading and ready", WAIT, async || {
         (ready(second_addr).await.0 == 200).then_some(())
     })
     .await;
@@ -173,23 +113,19 @@ async fn a_standby_waits_unready_and_takes_over_when_the_leader_dies(ground: Gro
         Some(0),
         "the new leader adopted the pods, it did not restart them"
     );
-    second.check_alive("the new leader", &system.dir.join("second.log"));
+    second.check_alive();
 }
 
 async fn a_leader_that_stops_hands_over_at_once(ground: Ground) {
     // A long Lease: a takeover well before it expires proves the release.
     let mut system = first_leading(ground, 30_000).await;
-    let (_second, second_addr) = observe::start_run(
-        &system.dir,
-        "second.log",
-        &replica_args(&system.dir, "second", 30_000),
-    )
-    .await;
+    let second = system.start_replica("second").await;
+    let second_addr = second.metrics;
     assert_eq!(ready(second_addr).await.0, 503, "standing by");
     let stopped = Instant::now();
     let status = system.terminate_controller();
     assert!(status.success(), "a clean stop: {status}");
-    sim_kube::eventually_within("the standby leading", WAIT, async || {
+    eventually("the standby leading", WAIT, async || {
         (ready(second_addr).await.0 == 200).then_some(())
     })
     .await;
@@ -207,7 +143,7 @@ async fn a_leader_that_stops_hands_over_at_once(ground: Ground) {
 async fn a_leader_keeps_its_lease_through_a_burst_of_errors(ground: Ground) {
     let lease_ms = 3000;
     let mut system = first_leading(ground, lease_ms).await;
-    let home = sim_kube::client_for(&system.kubeconfig("home")).await;
+    let home = system.client.clone();
     let lease = || async {
         Api::<Lease>::namespaced(home.clone(), LEASE_NAMESPACE)
             .get("tfjob-federator")
@@ -218,13 +154,13 @@ async fn a_leader_keeps_its_lease_through_a_burst_of_errors(ground: Ground) {
     };
     let before = lease().await;
     let faults = |rate: f64| json!({"errorRate": rate});
-    sim_kube::admin_request(&home, hyper::Method::PUT, "faults", Some(faults(0.3))).await;
+    set_faults(&home, faults(0.3)).await;
     let burst = Instant::now();
     while burst.elapsed() < Duration::from_millis(4 * lease_ms) {
         tokio::time::sleep(Duration::from_millis(200)).await;
         system.check_controller_alive();
     }
-    sim_kube::admin_request(&home, hyper::Method::PUT, "faults", Some(faults(0.0))).await;
+    set_faults(&home, faults(0.0)).await;
     let after = lease().await;
     assert_eq!(
         after.holder_identity.as_deref(),
@@ -235,7 +171,7 @@ async fn a_leader_keeps_its_lease_through_a_burst_of_errors(ground: Ground) {
         after.lease_transitions, before.lease_transitions,
         "the Lease never changed hands"
     );
-    assert_eq!(ready(system.metrics).await.0, 200, "still ready");
+    assert_eq!(ready(system.metrics()).await.0, 200, "still ready");
 }
 
 on_both_grounds!(

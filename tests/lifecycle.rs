@@ -21,22 +21,19 @@
 //! every departure from the contract; what the rest of a scenario depends on
 //! is asserted at once.
 
-// (This binary does not install a schemaless CRD, which the shared support re-exports.)
-#[allow(unused_imports)]
 #[macro_use]
-#[path = "common/operator.rs"]
-mod operator_support;
+mod common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use common::operator::*;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use operator_support::*;
 use serde_json::{Value, json};
 use tfjob_federator::api::{JobPhase, MemberCluster, TensorFlowTrainingJob};
 
@@ -377,7 +374,7 @@ async fn capacity_gate(env: &Env, ground: Ground) -> CapacityGate {
     let name = "unreachable-gate".to_string();
     let gate = CapacityGate {
         name: name.clone(),
-        real: (ground == Ground::Real).then(|| env.kubeconfig.clone()),
+        real: (ground == Ground::Real).then(|| env.kubeconfig("home")),
     };
     let members: Api<MemberCluster> = Api::all(env.client.clone());
     let member: MemberCluster = serde_json::from_value(json!({
@@ -396,7 +393,7 @@ async fn capacity_gate(env: &Env, ground: Ground) -> CapacityGate {
         .await
         .unwrap_or_else(|e| panic!("register MemberCluster {name}: {e}"));
     // The controller saw it once it wrote that it is not Ready.
-    wait_for(
+    eventually(
         &format!("the controller to report MemberCluster {name} not Ready"),
         WAIT,
         async || {
@@ -427,7 +424,7 @@ async fn delete_job(env: &Env, name: &str) {
         .delete(name, &DeleteParams::default())
         .await
         .unwrap_or_else(|e| panic!("delete job {name}: {e}"));
-    wait_for(
+    eventually(
         &format!("job {name} and its pods to be gone"),
         WAIT,
         async || {
@@ -457,7 +454,10 @@ async fn wait_waiting_for_capacity(env: &Env, name: &str) -> TensorFlowTrainingJ
 
 async fn pause_and_resume_a_running_job(ground: Ground) {
     let mut findings = Findings::new("pause_and_resume_a_running_job");
-    let env = Env::start_on(ground, "pause-resume").await;
+    let env = Setup::on(ground)
+        .own_namespace("pause-resume")
+        .start()
+        .await;
     let jobs = Recorder::start(env.jobs()).await;
     let spec = json!({
         "runMode": {"pause": {"enabled": false, "resumeSpecs": [
@@ -477,7 +477,7 @@ async fn pause_and_resume_a_running_job(ground: Ground) {
     set_pause(&env, "nap", true).await;
     let paused = env.wait_phase("nap", JobPhase::Paused).await;
     env.wait_pod_names("nap", &[]).await;
-    wait_for("the services to be deleted", WAIT, async || {
+    eventually("the services to be deleted", WAIT, async || {
         env.job_services("nap").await.is_empty().then_some(())
     })
     .await;
@@ -556,7 +556,7 @@ async fn pause_and_resume_a_running_job(ground: Ground) {
 
     set_pause(&env, "nap", false).await;
     let running = env.wait_phase("nap", JobPhase::Running).await;
-    let seen = wait_for(
+    let seen = eventually(
         "the watch to see Running after the resume",
         WAIT,
         async || {
@@ -636,7 +636,10 @@ async fn pause_and_resume_a_running_job(ground: Ground) {
 
 async fn paused_while_waiting_for_capacity_gets_no_pods(ground: Ground) {
     let mut findings = Findings::new("paused_while_waiting_for_capacity_gets_no_pods");
-    let env = Env::start_on(ground, "paused-waiting").await;
+    let env = Setup::on(ground)
+        .own_namespace("paused-waiting")
+        .start()
+        .await;
     let _gate = capacity_gate(&env, ground).await;
     submit_blocker(&env, "blocker").await;
     let spec = json!({"replicaSpecs": [with_gpus(replica("worker", 1, &[PENDING, FOREVER]), 4)]});
@@ -703,7 +706,10 @@ async fn paused_while_waiting_for_capacity_gets_no_pods(ground: Ground) {
 async fn deadline_counts_from_start_not_creation(ground: Ground) {
     const DEADLINE: u64 = 5;
     let mut findings = Findings::new("deadline_counts_from_start_not_creation");
-    let env = Env::start_on(ground, "deadline-start").await;
+    let env = Setup::on(ground)
+        .own_namespace("deadline-start")
+        .start()
+        .await;
     let _gate = capacity_gate(&env, ground).await;
     submit_blocker(&env, "blocker").await;
     let spec = json!({
@@ -788,7 +794,10 @@ async fn deadline_counts_from_start_not_creation(ground: Ground) {
 async fn deadline_clock_stops_during_a_pause(ground: Ground) {
     const DEADLINE: u64 = 4;
     let mut findings = Findings::new("deadline_clock_stops_during_a_pause");
-    let env = Env::start_on(ground, "deadline-pause").await;
+    let env = Setup::on(ground)
+        .own_namespace("deadline-pause")
+        .start()
+        .await;
     let spec = json!({
         "runPolicy": {"activeDeadlineSeconds": DEADLINE},
         "replicaSpecs": [
@@ -886,7 +895,10 @@ async fn deadline_clock_stops_during_a_pause(ground: Ground) {
 async fn deadline_that_passed_without_a_controller_fires_at_once(ground: Ground) {
     const DEADLINE: u64 = 3;
     let mut findings = Findings::new("deadline_that_passed_without_a_controller_fires_at_once");
-    let mut env = Env::start_on(ground, "deadline-offline").await;
+    let mut env = Setup::on(ground)
+        .own_namespace("deadline-offline")
+        .start()
+        .await;
     let spec = json!({
         "runPolicy": {"activeDeadlineSeconds": DEADLINE},
         "replicaSpecs": [
@@ -910,7 +922,7 @@ async fn deadline_that_passed_without_a_controller_fires_at_once(ground: Ground)
     );
 
     let restarted = Instant::now();
-    env.start_controller();
+    env.start_controller().await;
     let failed = wait_failed(
         &env,
         "orphan",
@@ -933,7 +945,10 @@ async fn deadline_that_passed_without_a_controller_fires_at_once(ground: Ground)
 
 async fn debug_toggle_on_a_running_job(ground: Ground) {
     let mut findings = Findings::new("debug_toggle_on_a_running_job");
-    let env = Env::start_on(ground, "debug-toggle").await;
+    let env = Setup::on(ground)
+        .own_namespace("debug-toggle")
+        .start()
+        .await;
     // The chief's run is long enough for the toggles to land while it runs,
     // short enough that the last training chief ends the job.
     let spec = json!({"replicaSpecs": [
@@ -1042,7 +1057,10 @@ async fn debug_toggle_on_a_running_job(ground: Ground) {
 /// training pods, and the job then ends as training jobs do.
 async fn the_gang_debug_example_trains_once_debug_is_off(ground: Ground) {
     let mut findings = Findings::new("the_gang_debug_example_trains_once_debug_is_off");
-    let env = Env::start_on(ground, "debug-example").await;
+    let env = Setup::on(ground)
+        .own_namespace("debug-example")
+        .start()
+        .await;
     let text = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("config/examples/gang-debug-tensorboard.yaml"),
@@ -1151,7 +1169,10 @@ async fn the_gang_debug_example_trains_once_debug_is_off(ground: Ground) {
 // ---------------------------------------------------------------- 7. resume in debug mode
 
 async fn resume_obeys_the_run_mode(ground: Ground) {
-    let env = Env::start_on(ground, "resume-debug").await;
+    let env = Setup::on(ground)
+        .own_namespace("resume-debug")
+        .start()
+        .await;
     let spec = json!({
         "runMode": {"pause": {"enabled": false, "resumeSpecs": [
             {"type": "worker", "command": ["python", "resume.py"]},
@@ -1242,7 +1263,10 @@ async fn edit_replicas_of_a_running_job(
 
 /// The CRD's transition rule: the API server refuses the edit.
 async fn replicas_edit_on_a_running_job_is_refused(ground: Ground) {
-    let env = Env::start_on(ground, "replicas-edit").await;
+    let env = Setup::on(ground)
+        .own_namespace("replicas-edit")
+        .start()
+        .await;
     let (result, before, _) = edit_replicas_of_a_running_job(&env, async || {}).await;
     // The CRD's transition rule: the API server refuses the edit.
     let status = match result {
@@ -1268,7 +1292,10 @@ async fn replicas_edit_on_a_running_job_is_refused(ground: Ground) {
 /// job keeps the replicaSpecs it started with.
 async fn replicas_edit_let_through_is_refused_by_the_controller(ground: Ground) {
     let mut findings = Findings::new("replicas_edit_let_through_is_refused_by_the_controller");
-    let mut env = Env::start_on(ground, "replicas-edit-let-through").await;
+    let mut env = Setup::on(ground)
+        .own_namespace("replicas-edit-let-through")
+        .start()
+        .await;
     let pods_seen = Recorder::start(env.pods()).await;
     let (result, before, uid) =
         edit_replicas_of_a_running_job(&env, async || strip_crd_rules(&env).await).await;
@@ -1328,7 +1355,7 @@ async fn replicas_edit_let_through_is_refused_by_the_controller(ground: Ground) 
     )
     .await;
     env.kill_controller();
-    env.start_controller();
+    env.start_controller().await;
     holds_for(
         Duration::from_secs(4),
         "the job to keep running the pods it started with after a controller restart",
@@ -1368,7 +1395,7 @@ async fn strip_crd_rules(env: &Env) {
         dry_run: true,
         ..PatchParams::default()
     };
-    wait_for("the API server to drop the CRD's rules", WAIT, async || {
+    eventually("the API server to drop the CRD's rules", WAIT, async || {
         env.jobs()
             .patch("fixed", &dry_run, &Patch::Json::<()>(probe.clone()))
             .await
@@ -1381,7 +1408,10 @@ async fn strip_crd_rules(env: &Env) {
 
 async fn a_replica_failing_for_good_shows_replica_failure(ground: Ground) {
     let mut findings = Findings::new("a_replica_failing_for_good_shows_replica_failure");
-    let env = Env::start_on(ground, "replica-failure").await;
+    let env = Setup::on(ground)
+        .own_namespace("replica-failure")
+        .start()
+        .await;
     let spec = json!({"replicaSpecs": [
         replica("chief", 1, &[PENDING, FOREVER]),
         with_policy(replica("worker", 1, &[PENDING, run("0.5"), exits("1")]), "Never"),
@@ -1431,7 +1461,7 @@ async fn a_replica_failing_for_good_shows_replica_failure(ground: Ground) {
 // ---------------------------------------------------------------- 10. restartPolicy Always
 
 async fn restart_policy_always(ground: Ground) {
-    let env = Env::start_on(ground, "always").await;
+    let env = Setup::on(ground).own_namespace("always").start().await;
     let pods_seen = Recorder::start(env.pods()).await;
     let spec = json!({"replicaSpecs": [
         replica("chief", 1, &[PENDING, run("5")]),
@@ -1478,7 +1508,10 @@ async fn foreign_object_with_a_replica_name(ground: Ground, kind: Foreign) {
         Foreign::Service => "foreign_service_with_a_replica_name",
     };
     let mut findings = Findings::new(test);
-    let env = Env::start_on(ground, &test.replace('_', "-")).await;
+    let env = Setup::on(ground)
+        .own_namespace(&test.replace('_', "-"))
+        .start()
+        .await;
     let taken = "squat-worker-0";
     let foreign_uid = match kind {
         Foreign::Pod => {

@@ -5,10 +5,14 @@
 //! query evaluated by a real Prometheus that scraped the run, and
 //! `/healthz` and `/readyz` before and after the home informers sync.
 
-#[path = "common/observe.rs"]
-mod observe;
-#[path = "common/kube.rs"]
-mod sim_kube;
+mod common;
+
+use common::observe;
+use common::real::Ground;
+use common::real::client_for;
+use common::setup::Setup;
+use common::sim_kube::set_faults;
+use common::wait::eventually;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -17,7 +21,7 @@ use kube::api::Api;
 use serde_json::{Value, json};
 use tfjob_federator::api::TensorFlowTrainingJob;
 
-use observe::{Prometheus, Start, sample};
+use observe::{Prometheus, sample};
 
 const DASHBOARD: &str = include_str!("../dashboards/tfjob-federator.json");
 /// Dashboard rows whose every query must return data after the run.
@@ -56,7 +60,7 @@ fn job(
 }
 
 async fn wait_phase(jobs: &Api<TensorFlowTrainingJob>, name: &str, phase: &str) {
-    sim_kube::eventually_within(&format!("job {name} {phase}"), WAIT, async || {
+    eventually(&format!("job {name} {phase}"), WAIT, async || {
         let job = jobs.get(name).await.ok()?;
         let current = serde_json::to_value(job.status.as_ref()?.phase?).ok()?;
         (current == phase).then_some(())
@@ -179,7 +183,7 @@ async fn metrics_lint_clean_feed_every_dashboard_panel_and_prometheus() {
         .expect("an address");
     let prometheus = Prometheus::start(metrics_addr).await;
     // Prometheus applies its targets a few seconds after it starts.
-    sim_kube::eventually_within("Prometheus to know its target", WAIT, async || {
+    eventually("Prometheus to know its target", WAIT, async || {
         let (status, body) = observe::http(&prometheus.addr, "GET", "/api/v1/targets", None).await;
         let targets: Value = serde_json::from_str(&body).ok()?;
         let active = targets["data"]["activeTargets"].as_array()?;
@@ -187,17 +191,17 @@ async fn metrics_lint_clean_feed_every_dashboard_panel_and_prometheus() {
     })
     .await;
     let system = observe::start_demo(&yaml, metrics_addr).await;
-    sim_kube::eventually_within("/readyz 200", WAIT, async || {
+    eventually("/readyz 200", WAIT, async || {
         (system.get("/readyz").await.0 == 200).then_some(())
     })
     .await;
-    let home = sim_kube::client_for(&system.kubeconfig("home")).await;
+    let home = client_for(&system.kubeconfig("home")).await;
     let jobs: Api<TensorFlowTrainingJob> = Api::namespaced(home, "default");
     wait_phase(&jobs, "split", "Succeeded").await;
     wait_phase(&jobs, "fails", "Failed").await;
     wait_phase(&jobs, "restarts", "Succeeded").await;
     wait_phase(&jobs, "too-big", "Pending").await;
-    sim_kube::eventually_within("the demo's summary", WAIT, async || {
+    eventually("the demo's summary", WAIT, async || {
         let out = std::fs::read_to_string(system.dir.join("demo.out")).ok()?;
         out.contains("All 4 jobs reached the expected phase")
             .then_some(())
@@ -205,7 +209,7 @@ async fn metrics_lint_clean_feed_every_dashboard_panel_and_prometheus() {
     .await;
 
     // What the run must show, once the last status writes are counted.
-    let scrape = sim_kube::eventually_within("completions counted", WAIT, async || {
+    let scrape = eventually("completions counted", WAIT, async || {
         let scrape = system.scrape().await;
         let count = |outcome: &str| {
             sample(
@@ -312,7 +316,7 @@ async fn metrics_lint_clean_feed_every_dashboard_panel_and_prometheus() {
 
     // (c) Prometheus evaluates every panel query, and the overview and
     // cluster panels have data.
-    sim_kube::eventually_within("Prometheus holding the final state", WAIT, async || {
+    eventually("Prometheus holding the final state", WAIT, async || {
         let completions = prometheus
             .value("sum(tfjob_federator_job_completions_total)")
             .await?;
@@ -376,12 +380,11 @@ async fn metrics_lint_clean_feed_every_dashboard_panel_and_prometheus() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_waits_for_the_home_informers_and_healthz_does_not() {
     // (Two clusters: `sim --register` installs the CRDs with the first member.)
-    let system = observe::start(Start {
-        clusters: 2,
-        partition_home: true,
-        ..Start::default()
-    })
-    .await;
+    let system = Setup::on(Ground::Sim)
+        .members(&["member-1"])
+        .partition_home()
+        .start()
+        .await;
     let (status, body) = system.get("/healthz").await;
     assert_eq!((status, body.trim()), (200, "ok"));
     for _ in 0..10 {
@@ -393,8 +396,8 @@ async fn readyz_waits_for_the_home_informers_and_healthz_does_not() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    observe::set_partitioned(&system.clusters["home"], false).await;
-    let body = sim_kube::eventually_within("/readyz 200 once healed", WAIT, async || {
+    set_faults(&system.client, json!({"partitioned": false})).await;
+    let body = eventually("/readyz 200 once healed", WAIT, async || {
         let (status, body) = system.get("/readyz").await;
         (status == 200).then_some(body)
     })
@@ -404,4 +407,31 @@ async fn readyz_waits_for_the_home_informers_and_healthz_does_not() {
     assert_eq!(status, 200);
     let (status, _) = system.get("/nothing-here").await;
     assert_eq!(status, 404);
+}
+
+#[test]
+fn metric_names_skip_functions_labels_ranges_and_keywords() {
+    let names = |e: &str| observe::metric_names(e).into_iter().collect::<Vec<_>>();
+    assert_eq!(
+        names(
+            r#"histogram_quantile(0.99, sum by (le, verb) (rate(a_seconds_bucket{verb!="watch", cluster=~"$cluster"}[$__rate_interval])))"#
+        ),
+        ["a_seconds_bucket"]
+    );
+    assert_eq!(
+        names(r#"1 - sum(x{r="a b {c}"}) by (cluster) / on (cluster) group_left(k) y offset 5m"#),
+        ["x", "y"]
+    );
+    assert_eq!(names("sum(rate(c_total[1m])) or vector(0)"), ["c_total"]);
+    assert_eq!(names("up == bool 1 and z"), ["up", "z"]);
+}
+
+#[test]
+fn families_drop_histogram_suffixes() {
+    let scrape =
+        "# HELP h x\n# TYPE h histogram\nh_bucket{le=\"1\"} 0\nh_sum 0\nh_count 0\ng{a=\"b\"} 2\n";
+    let counts = observe::samples_per_metric(scrape);
+    assert_eq!(counts["h"], 3);
+    assert_eq!(counts["g"], 1);
+    assert_eq!(sample(scrape, "g{a=\"b\"}"), Some(2.0));
 }

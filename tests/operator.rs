@@ -9,18 +9,17 @@
 //! TensorBoards, Events and kubectl's output.
 
 #[macro_use]
-#[path = "common/operator.rs"]
-mod operator_support;
+mod common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use common::operator::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use operator_support::*;
 use serde_json::{Value, json};
 use tfjob_federator::api::{JobPhase, ReplicaPhase};
 
@@ -76,7 +75,7 @@ async fn recorded_phases(
     name: &str,
     last: JobPhase,
 ) -> Vec<JobPhase> {
-    wait_for(
+    eventually(
         &format!("the watch to see {name} {last:?}"),
         WAIT,
         async || {
@@ -94,7 +93,10 @@ fn tf_config(ns: &str, job: &str, task: &str, index: i32) -> String {
 }
 
 async fn chief_workers_and_ps_run_then_succeed(ground: Ground) {
-    let env = Env::start_on(ground, "chief-workers-ps").await;
+    let env = Setup::on(ground)
+        .own_namespace("chief-workers-ps")
+        .start()
+        .await;
     let recorder = Recorder::start(env.jobs()).await;
     // Pods pend long enough for the Pending phase to be written.
     let pending = ("pending-seconds", "0.7");
@@ -297,7 +299,7 @@ async fn chief_workers_and_ps_run_then_succeed(ground: Ground) {
 }
 
 async fn without_a_chief_worker_0_decides(ground: Ground) {
-    let env = Env::start_on(ground, "no-chief").await;
+    let env = Setup::on(ground).own_namespace("no-chief").start().await;
     // No chief: worker-0 is the master. The ps and the evaluator would run
     // for an hour; the job ends when worker-0 does.
     let spec = json!({"replicaSpecs": [
@@ -336,7 +338,7 @@ async fn without_a_chief_worker_0_decides(ground: Ground) {
 }
 
 async fn exit_code_policy_restarts_only_retryable_codes(ground: Ground) {
-    let env = Env::start_on(ground, "exit-code").await;
+    let env = Setup::on(ground).own_namespace("exit-code").start().await;
     let pods = Recorder::start(env.pods()).await;
     let retry = json!({"replicaSpecs": [with_policy(
         replica("worker", 1, &[PENDING, run("0.5"), exits("137,0")]), "ExitCode")]});
@@ -371,7 +373,7 @@ async fn exit_code_policy_restarts_only_retryable_codes(ground: Ground) {
 }
 
 async fn on_failure_stops_at_the_backoff_limit(ground: Ground) {
-    let env = Env::start_on(ground, "backoff").await;
+    let env = Setup::on(ground).own_namespace("backoff").start().await;
     let pods = Recorder::start(env.pods()).await;
     let spec = json!({
         "runPolicy": {"backoffLimit": 2},
@@ -404,7 +406,7 @@ async fn on_failure_stops_at_the_backoff_limit(ground: Ground) {
 }
 
 async fn never_fails_the_job_but_an_evaluator_only_sets_replica_failure(ground: Ground) {
-    let env = Env::start_on(ground, "never").await;
+    let env = Setup::on(ground).own_namespace("never").start().await;
     let never = json!({"replicaSpecs": [
         replica("chief", 1, &[PENDING, run("3600")]),
         with_policy(replica("worker", 1, &[PENDING, run("0.3"), exits("1")]), "Never"),
@@ -441,7 +443,7 @@ async fn never_fails_the_job_but_an_evaluator_only_sets_replica_failure(ground: 
 }
 
 async fn active_deadline_fails_the_job_and_deletes_every_pod(ground: Ground) {
-    let env = Env::start_on(ground, "deadline").await;
+    let env = Setup::on(ground).own_namespace("deadline").start().await;
     let spec = json!({
         "runPolicy": {"activeDeadlineSeconds": 2, "cleanUpPolicy": "None"},
         "replicaSpecs": [
@@ -467,7 +469,7 @@ async fn active_deadline_fails_the_job_and_deletes_every_pod(ground: Ground) {
 }
 
 async fn clean_up_policies_leave_the_right_pods(ground: Ground) {
-    let env = Env::start_on(ground, "clean-up").await;
+    let env = Setup::on(ground).own_namespace("clean-up").start().await;
     let spec = |policy: &str| {
         json!({
             "runPolicy": {"cleanUpPolicy": policy},
@@ -510,7 +512,7 @@ async fn clean_up_policies_leave_the_right_pods(ground: Ground) {
 }
 
 async fn pause_then_resume_with_resume_specs(ground: Ground) {
-    let env = Env::start_on(ground, "pause").await;
+    let env = Setup::on(ground).own_namespace("pause").start().await;
     let jobs = Recorder::start(env.jobs()).await;
     let pods = Recorder::start(env.pods()).await;
     let spec = json!({
@@ -574,7 +576,7 @@ async fn pause_then_resume_with_resume_specs(ground: Ground) {
 }
 
 async fn debug_mode_runs_the_debug_command_and_tolerates_failures(ground: Ground) {
-    let env = Env::start_on(ground, "debug").await;
+    let env = Setup::on(ground).own_namespace("debug").start().await;
     let spec = json!({
         "runMode": {"debug": {"enabled": true, "replicaSpecs": [
             {"type": "worker", "command": ["bash", "-c", "sleep 3600"]},
@@ -620,7 +622,7 @@ async fn debug_mode_runs_the_debug_command_and_tolerates_failures(ground: Ground
 }
 
 async fn t9k_scheduler_gets_a_pod_group(ground: Ground) {
-    let env = Env::start_on(ground, "t9k").await;
+    let env = Setup::on(ground).own_namespace("t9k").start().await;
     let spec = json!({
         "scheduler": {"t9kScheduler": {"queue": "gpu-queue", "priority": 50}},
         "replicaSpecs": [
@@ -637,7 +639,7 @@ async fn t9k_scheduler_gets_a_pod_group(ground: Ground) {
             "podgroups",
         ),
     );
-    let group = wait_for("the PodGroup", WAIT, async || {
+    let group = eventually("the PodGroup", WAIT, async || {
         groups.get_opt("gang").await.ok().flatten()
     })
     .await;
@@ -681,7 +683,7 @@ fn tensorboard_resource() -> ApiResource {
 }
 
 async fn tensorboard_is_created_and_reported(ground: Ground) {
-    let env = Env::start_on(ground, "tensorboard").await;
+    let env = Setup::on(ground).own_namespace("tensorboard").start().await;
     let spec = json!({
         "tensorboardSpec": {"image": "tensorflow/tensorflow:2.15.0", "trainingLogFilesets": ["t9k://pvc/logs/mnist"]},
         "replicaSpecs": [replica("worker", 1, &[PENDING, run("1")])],
@@ -710,7 +712,7 @@ async fn tensorboard_is_created_and_reported(ground: Ground) {
     let uid = env.submit(&job("board", spec)).await.uid().expect("uid");
     let boards: Api<DynamicObject> =
         Api::namespaced_with(env.client.clone(), &env.namespace, &tensorboard_resource());
-    let created = wait_for("the TensorBoard", WAIT, async || {
+    let created = eventually("the TensorBoard", WAIT, async || {
         boards.get_opt("board").await.ok().flatten()
     })
     .await;
@@ -772,7 +774,7 @@ async fn tensorboard_is_created_and_reported(ground: Ground) {
 }
 
 async fn invalid_specs_fail_with_invalid_spec_and_others_run(ground: Ground) {
-    let env = Env::start_on(ground, "invalid").await;
+    let env = Setup::on(ground).own_namespace("invalid").start().await;
     let worker = || replica("worker", 1, &[PENDING, run("0.5")]);
     let mut trainer = worker();
     trainer["template"]["spec"]["containers"][0]["name"] = json!("trainer");
@@ -853,7 +855,7 @@ async fn invalid_specs_fail_with_invalid_spec_and_others_run(ground: Ground) {
             "{name}: {message:?} lacks {expected:?}"
         );
         let uid = failed.uid().expect("uid");
-        let event = wait_for(
+        let event = eventually(
             &format!("an InvalidSpec Event about {name}"),
             WAIT,
             async || {
@@ -889,7 +891,7 @@ async fn invalid_specs_fail_with_invalid_spec_and_others_run(ground: Ground) {
 }
 
 async fn deleting_a_running_job_removes_its_pods_and_services_first(ground: Ground) {
-    let env = Env::start_on(ground, "delete").await;
+    let env = Setup::on(ground).own_namespace("delete").start().await;
     let spec = json!({"replicaSpecs": [
         replica("chief", 1, &[PENDING, run("3600")]),
         replica("worker", 2, &[PENDING, run("3600")]),
@@ -909,7 +911,7 @@ async fn deleting_a_running_job_removes_its_pods_and_services_first(ground: Grou
         .delete("doomed", &DeleteParams::default())
         .await
         .expect("delete the job");
-    wait_for("the job to be gone", WAIT, async || {
+    eventually("the job to be gone", WAIT, async || {
         env.jobs()
             .get_opt("doomed")
             .await
@@ -924,7 +926,7 @@ async fn deleting_a_running_job_removes_its_pods_and_services_first(ground: Grou
     let deleted = |events: Vec<(Change, String)>| {
         events.iter().filter(|(c, _)| *c == Change::Deleted).count()
     };
-    wait_for("the watches to deliver every deletion", WAIT, async || {
+    eventually("the watches to deliver every deletion", WAIT, async || {
         let p = deleted(
             pods.events()
                 .into_iter()
@@ -986,7 +988,7 @@ async fn deleting_a_running_job_removes_its_pods_and_services_first(ground: Grou
 }
 
 async fn a_killed_controller_resumes_without_duplicates(ground: Ground) {
-    let mut env = Env::start_on(ground, "restart").await;
+    let mut env = Setup::on(ground).own_namespace("restart").start().await;
     let pods = Recorder::start(env.pods()).await;
     let spec = json!({"replicaSpecs": [
         replica("chief", 1, &[PENDING, run("4")]),
@@ -1001,7 +1003,7 @@ async fn a_killed_controller_resumes_without_duplicates(ground: Ground) {
         .await;
     assert_eq!(restart_count(&restarted, "worker"), 2);
     // Both workers' second pods finish, then the controller dies.
-    wait_for("the restarted workers to succeed", WAIT, async || {
+    eventually("the restarted workers to succeed", WAIT, async || {
         let pods = env.job_pods("phoenix").await;
         ["phoenix-worker-0", "phoenix-worker-1"]
             .iter()
@@ -1011,12 +1013,12 @@ async fn a_killed_controller_resumes_without_duplicates(ground: Ground) {
     .await;
     env.kill_controller();
     // The chief finishes while no controller runs.
-    wait_for("the chief to succeed", WAIT, async || {
+    eventually("the chief to succeed", WAIT, async || {
         let pod = env.pods().get_opt("phoenix-chief-0").await.ok()??;
         (pod_phase(&pod) == "Succeeded").then_some(())
     })
     .await;
-    env.start_controller();
+    env.start_controller().await;
     let done = env.wait_phase("phoenix", JobPhase::Succeeded).await;
     assert_eq!(
         backoff_count(&done),
@@ -1044,7 +1046,7 @@ async fn a_killed_controller_resumes_without_duplicates(ground: Ground) {
 }
 
 async fn a_controller_killed_at_any_moment_never_duplicates_pods(ground: Ground) {
-    let mut env = Env::start_on(ground, "restarts").await;
+    let mut env = Setup::on(ground).own_namespace("restarts").start().await;
     let pods = Recorder::start(env.pods()).await;
     let spec = json!({"replicaSpecs": [
         replica("chief", 1, &[PENDING, run("2.5")]),
@@ -1056,7 +1058,7 @@ async fn a_controller_killed_at_any_moment_never_duplicates_pods(ground: Ground)
         tokio::time::sleep(pause).await;
         env.kill_controller();
         tokio::time::sleep(Duration::from_millis(200)).await;
-        env.start_controller();
+        env.start_controller().await;
     }
     env.wait_phase("steady", JobPhase::Succeeded).await;
     let added = pods.added_per_name();
@@ -1068,7 +1070,7 @@ async fn a_controller_killed_at_any_moment_never_duplicates_pods(ground: Ground)
 }
 
 async fn kubectl_shows_the_printer_columns(ground: Ground) {
-    let env = Env::start_on(ground, "kubectl").await;
+    let env = Setup::on(ground).own_namespace("kubectl").start().await;
     env.submit(&job(
         "done",
         json!({"replicaSpecs": [replica("worker", 1, &[PENDING, run("0.3")])]}),
@@ -1111,7 +1113,11 @@ async fn kubectl_shows_the_printer_columns(ground: Ground) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_jobs_succeed_with_few_status_writes() {
     const JOBS: usize = 200;
-    let env = Env::start_with("many", roomy_nodes(400), None).await;
+    let env = Setup::on(Ground::Sim)
+        .own_namespace("many")
+        .max_pods(400)
+        .start()
+        .await;
     let recorder = Recorder::start(env.jobs()).await;
     let started = Instant::now();
     let spec = json!({"replicaSpecs": [
@@ -1162,7 +1168,7 @@ async fn two_hundred_jobs_succeed_with_few_status_writes() {
     // Let the clean-ups land and the statuses settle before counting: no
     // replica left creating, pending or running (workers still running when
     // their chief ended were deleted too), every ps deleted.
-    wait_for(
+    eventually(
         "every job's status to settle",
         Duration::from_secs(60),
         async || {

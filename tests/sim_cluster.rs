@@ -9,8 +9,7 @@
 //! latency, a partitioned request that blocks until healed, and a watcher
 //! that relists after compaction plus dropped watches (in-stream 410).
 
-#[path = "common/kube.rs"]
-mod sim_kube;
+mod common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -29,7 +28,8 @@ use kube::{Client, Config, ResourceExt};
 use kube_sim::{self as sim, NodeShape, SimOptions};
 use serde_json::{Value, json};
 
-use sim_kube::{SimCluster, client_for, config_map};
+use common::real::client_for;
+use common::sim_kube::{SimCluster, config_map};
 
 /// How long a pod may take to reach a state the test waits for.
 const WAIT: Duration = Duration::from_secs(10);

@@ -1,12 +1,9 @@
-//! Shared helpers for tests that drive a simulated cluster through kube-rs:
-//! start a cluster and build a `kube::Client` from its kubeconfig, call the
-//! `/_sim/` admin paths, poll for eventual conditions, and build objects.
-//!
-//! Include with `#[path = "common/kube.rs"] mod sim_kube;`.
-#![allow(dead_code)]
+//! Helpers for tests that drive a cluster through kube-rs, without a
+//! controller: start a cluster and build a `kube::Client` from its
+//! kubeconfig, call the `/_sim/` admin paths, and build objects.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -16,13 +13,10 @@ use kube::core::{ApiResource, GroupVersionKind, Status};
 use kube_sim::{self as sim, RunningCluster, SimOptions};
 use serde_json::{Value, json};
 
-#[macro_use]
-#[path = "real.rs"]
-pub mod real;
-use real::Launcher;
-pub use real::{Ground, client_for, test_namespace, with_namespace};
+use super::real::{self, Ground, Launcher, client_for, test_namespace, with_namespace};
+use super::wait::eventually;
 
-/// How long `eventually` waits before failing.
+/// How long the client suites wait for an eventual condition.
 pub const EVENTUALLY: Duration = Duration::from_secs(5);
 
 /// One simulated cluster and a kube-rs client for it.
@@ -67,29 +61,6 @@ impl SimCluster {
 
     pub async fn stop(self) {
         self.handle.stop().await;
-    }
-}
-
-/// Polls `check` until it returns `Some`, failing the test after [`EVENTUALLY`].
-pub async fn eventually<T>(what: &str, check: impl AsyncFnMut() -> Option<T>) -> T {
-    eventually_within(what, EVENTUALLY, check).await
-}
-
-/// Polls `check` until it returns `Some`, failing the test after `limit`.
-pub async fn eventually_within<T>(
-    what: &str,
-    limit: Duration,
-    mut check: impl AsyncFnMut() -> Option<T>,
-) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        if Instant::now() > deadline {
-            panic!("timed out after {limit:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -174,7 +145,7 @@ pub async fn install_widget_crd(client: &Client, namespace: &str) -> Api<Dynamic
         .expect("create CRD");
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), namespace, &widget_resource(namespace));
-    eventually("the Widget type to be served", async || {
+    eventually("the Widget type to be served", EVENTUALLY, async || {
         api.list(&ListParams::default()).await.ok()
     })
     .await;
@@ -223,6 +194,7 @@ pub async fn install_schemaless_crd(client: &Client, resource: &ApiResource) {
     let served: Api<DynamicObject> = Api::all_with(client.clone(), resource);
     eventually(
         &format!("the {} type to be served", resource.kind),
+        EVENTUALLY,
         async || served.list(&ListParams::default()).await.ok(),
     )
     .await;
@@ -265,10 +237,7 @@ impl TestCluster {
         match ground {
             Ground::Sim => TestCluster::sim(test).await,
             Ground::Real => {
-                let kubeconfig =
-                    tokio::task::spawn_blocking(|| real::one_cluster().kubeconfig("home"))
-                        .await
-                        .expect("the shared real cluster starts");
+                let kubeconfig = real::one_cluster().await.kubeconfig("home");
                 TestCluster::real(&kubeconfig, test).await
             }
         }
@@ -285,9 +254,7 @@ impl TestCluster {
     /// A real cluster of this test's own, for a test whose faults (partition,
     /// latency, errors, dropped watches) would hurt others on a shared one.
     pub async fn private_real(test: &str) -> TestCluster {
-        let private = tokio::task::spawn_blocking(|| Launcher::start(&["--clusters", "1"]))
-            .await
-            .expect("start a private real cluster");
+        let private = Launcher::start(&["--clusters", "1"]).await;
         let kubeconfig = read_file(&private.kubeconfig("home"));
         TestCluster::in_namespace(Ground::Real, &kubeconfig, test, None, Some(private)).await
     }
@@ -401,4 +368,10 @@ pub async fn admin_request(
         .await
         .unwrap_or_else(|e| panic!("{method} /_sim/{path} failed: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("/_sim/{path} answered {text:?}: {e}"))
+}
+
+/// `PUT /_sim/faults` on a cluster (answered even when partitioned; on the
+/// real ground by its fault proxy).
+pub async fn set_faults(client: &Client, faults: Value) {
+    admin_request(client, hyper::Method::PUT, "faults", Some(faults)).await;
 }

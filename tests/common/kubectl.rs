@@ -4,28 +4,22 @@
 //! private temp dir holding the kubeconfig, kubectl's cache dir and the
 //! manifests, synchronous kubectl runs with a deadline, and background
 //! kubectl processes (`get -w`, `wait`) whose output is inspected while they
-//! run.
-//!
-//! Include with `#[path = "common/kubectl.rs"] mod kubectl_support;`.
-#![allow(dead_code)]
+//! run. The tests are synchronous: a `Kubectl` has a runtime of its own.
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams};
 use kube_sim::{self as sim, RunningCluster, SimOptions};
 use serde_json::Value;
 
-#[macro_use]
-#[path = "real.rs"]
-pub mod real;
-pub use real::Ground;
-use real::{client_for, with_namespace};
+use super::process::Process;
+use super::real::{self, Ground, Launcher, client_for, with_namespace};
+use super::wait::eventually;
 
 /// The longest a single foreground kubectl run may take.
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -62,6 +56,8 @@ pub struct Kubectl {
     pub namespace: String,
     runtime: Option<tokio::runtime::Runtime>,
     handle: Option<RunningCluster>,
+    /// A real cluster of the test's own ([`Kubectl::on_private`]).
+    private: Option<Launcher>,
     /// An admin client, for requests kubectl never sends.
     client: kube::Client,
     /// A namespace of the test's own, deleted at the end on a shared cluster.
@@ -73,6 +69,8 @@ pub struct Kubectl {
     turn: Mutex<Option<MutexGuard<'static, ()>>>,
     /// `kubectl delete` arguments run when the test ends on a shared cluster.
     at_end: Mutex<Vec<Vec<String>>>,
+    /// How many kubectl runs wrote their output files (each run its own).
+    runs: AtomicUsize,
 }
 
 /// Tests sharing a real cluster take turns at the cluster-wide names they
@@ -98,7 +96,26 @@ impl Kubectl {
     pub fn on(ground: Ground, test: &str) -> Kubectl {
         match ground {
             Ground::Sim => Kubectl::sim(test),
-            Ground::Real => Kubectl::real(&real::one_cluster().kubeconfig("home"), test),
+            Ground::Real => {
+                let runtime = runtime();
+                let kubeconfig = runtime.block_on(real::one_cluster()).kubeconfig("home");
+                Kubectl::real_with(runtime, &kubeconfig, test, None)
+            }
+        }
+    }
+
+    /// A cluster of the test's own on either ground: as [`Kubectl::start`]
+    /// on the simulator; on the real ground a fresh `hack/real-clusters`
+    /// (for cluster-wide objects that must not be there already).
+    pub fn on_private(ground: Ground, test: &str) -> Kubectl {
+        match ground {
+            Ground::Sim => Kubectl::start(test),
+            Ground::Real => {
+                let runtime = runtime();
+                let private = runtime.block_on(Launcher::start(&["--clusters", "1"]));
+                let kubeconfig = private.kubeconfig("home");
+                Kubectl::real_with(runtime, &kubeconfig, test, Some(private))
+            }
         }
     }
 
@@ -124,19 +141,25 @@ impl Kubectl {
     /// The shared real cluster that `kubeconfig` (a file of
     /// `hack/real-clusters`) reaches, kubectl working in a fresh namespace
     /// of the test.
-    pub fn real(kubeconfig: &Path, test: &str) -> Kubectl {
-        let runtime = runtime();
+    fn real_with(
+        runtime: tokio::runtime::Runtime,
+        kubeconfig: &Path,
+        test: &str,
+        private: Option<Launcher>,
+    ) -> Kubectl {
         let kubeconfig = std::fs::read_to_string(kubeconfig)
             .unwrap_or_else(|e| panic!("read {}: {e}", kubeconfig.display()));
         let namespace = runtime.block_on(test_namespace(&kubeconfig, test));
-        Kubectl::with(
+        let mut kubectl = Kubectl::with(
             Ground::Real,
             runtime,
             None,
             &kubeconfig,
             test,
             Some(namespace),
-        )
+        );
+        kubectl.private = private;
+        kubectl
     }
 
     fn with(
@@ -163,6 +186,7 @@ impl Kubectl {
             namespace: namespace.clone().unwrap_or_else(|| "default".into()),
             runtime: Some(runtime),
             handle,
+            private: None,
             client,
             own_namespace: namespace.is_some(),
             dir,
@@ -170,6 +194,7 @@ impl Kubectl {
             cache,
             turn: Mutex::new(None),
             at_end: Mutex::new(Vec::new()),
+            runs: AtomicUsize::new(0),
         };
         // Fail early and clearly if the binary does not run at all.
         let version = this.run(&["version", "--client"]);
@@ -249,9 +274,12 @@ impl Kubectl {
         path.to_string_lossy().into_owned()
     }
 
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(kubectl_binary());
-        cmd.arg("--kubeconfig")
+    /// kubectl with `args` started, its output in files of this run's own.
+    fn launch(&self, args: &[&str], stdin: Stdio) -> Process {
+        let run = self.runs.fetch_add(1, Ordering::Relaxed);
+        let mut command = Command::new(kubectl_binary());
+        command
+            .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .arg("--cache-dir")
             .arg(&self.cache)
@@ -261,10 +289,14 @@ impl Kubectl {
             .env("KUBECACHEDIR", &self.cache)
             .env_remove("KUBECONFIG")
             .env_remove("KUBECTL_EXTERNAL_DIFF")
-            .env_remove("KUBECTL_KUBERC")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd
+            .env_remove("KUBECTL_KUBERC");
+        Process::spawn_split(
+            &format!("`kubectl {}`", args.join(" ")),
+            &mut command,
+            stdin,
+            &self.dir.join(format!("run-{run}.stdout")),
+            &self.dir.join(format!("run-{run}.stderr")),
+        )
     }
 
     /// Runs kubectl to completion (at most [`RUN_TIMEOUT`]).
@@ -274,43 +306,28 @@ impl Kubectl {
 
     /// Runs kubectl with `input` on its stdin.
     pub fn run_with_stdin(&self, args: &[&str], input: Option<&str>) -> Run {
-        let mut cmd = self.command(args);
-        cmd.stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawning {}: {e}", kubectl_binary().display()));
-        if let Some(input) = input {
-            let mut stdin = child.stdin.take().expect("stdin");
-            stdin.write_all(input.as_bytes()).expect("write stdin");
-        }
-        let stdout = Capture::start(child.stdout.take().expect("stdout"));
-        let stderr = Capture::start(child.stderr.take().expect("stderr"));
-        let deadline = Instant::now() + RUN_TIMEOUT;
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait for kubectl") {
-                break status;
+        let stdin = match input {
+            Some(input) => {
+                let run = self.runs.load(Ordering::Relaxed);
+                let path = self.dir.join(format!("run-{run}.stdin"));
+                std::fs::write(&path, input).expect("write kubectl's input");
+                Stdio::from(std::fs::File::open(&path).expect("kubectl's input"))
             }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "kubectl {} did not finish within {RUN_TIMEOUT:?}; stdout: {} stderr: {}",
-                    args.join(" "),
-                    stdout.text(),
-                    stderr.text()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(5));
+            None => Stdio::null(),
         };
+        let mut process = self.launch(args, stdin);
+        let status = process.exit_within(RUN_TIMEOUT).unwrap_or_else(|| {
+            panic!(
+                "kubectl {} did not finish within {RUN_TIMEOUT:?}; {}",
+                args.join(" "),
+                process.output()
+            )
+        });
         Run {
             args: args.join(" "),
             status,
-            stdout: stdout.finish(),
-            stderr: stderr.finish(),
+            stdout: process.stdout(),
+            stderr: process.stderr(),
         }
     }
 
@@ -333,18 +350,10 @@ impl Kubectl {
 
     /// Starts kubectl in the background; it is killed when the handle drops.
     pub fn spawn(&self, args: &[&str]) -> Background {
-        let mut cmd = self.command(args);
-        cmd.stdin(Stdio::null());
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawning {}: {e}", kubectl_binary().display()));
-        let stdout = Capture::start(child.stdout.take().expect("stdout"));
-        let stderr = Capture::start(child.stderr.take().expect("stderr"));
         Background {
             args: args.join(" "),
-            child,
-            stdout,
-            stderr,
+            process: self.launch(args, Stdio::null()),
+            runtime: self.runtime.as_ref().expect("runtime").handle().clone(),
         }
     }
 }
@@ -379,6 +388,9 @@ impl Drop for Kubectl {
             }
             runtime.shutdown_timeout(Duration::from_secs(1));
         }
+        // A private real cluster stops (its launcher cleans up) before the
+        // files go.
+        drop(self.private.take());
         if std::thread::panicking() {
             eprintln!("kubectl test files kept in {}", self.dir.display());
         } else {
@@ -490,71 +502,27 @@ impl Run {
     }
 }
 
-/// A pipe read to its end by a thread, readable while it fills.
-struct Capture {
-    buffer: Arc<Mutex<Vec<u8>>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Capture {
-    fn start(mut pipe: impl Read + Send + 'static) -> Capture {
-        let buffer = Arc::new(Mutex::new(Vec::new()));
-        let sink = buffer.clone();
-        let thread = std::thread::spawn(move || {
-            let mut chunk = [0u8; 8192];
-            loop {
-                match pipe.read(&mut chunk) {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => sink
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .extend_from_slice(&chunk[..n]),
-                }
-            }
-        });
-        Capture {
-            buffer,
-            thread: Some(thread),
-        }
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.buffer.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
-    }
-
-    fn finish(mut self) -> String {
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        self.text()
-    }
-}
-
 /// A kubectl process running in the background.
 pub struct Background {
     args: String,
-    child: Child,
-    stdout: Capture,
-    stderr: Capture,
+    process: Process,
+    /// The runtime of the [`Kubectl`] that started it, for waiting.
+    runtime: tokio::runtime::Handle,
 }
 
 impl Background {
     pub fn stdout(&self) -> String {
-        self.stdout.text()
+        self.process.stdout()
     }
 
     pub fn stderr(&self) -> String {
-        self.stderr.text()
+        self.process.stderr()
     }
 
     /// The complete JSON documents printed so far (kubectl prints one
     /// indented document per object or watch event).
     pub fn json_documents(&self) -> Vec<Value> {
-        let text = self.stdout();
-        serde_json::Deserializer::from_str(&text)
-            .into_iter::<Value>()
-            .map_while(Result::ok)
-            .collect()
+        json_documents(&self.stdout())
     }
 
     /// Polls the printed JSON documents until `done` accepts them.
@@ -564,88 +532,64 @@ impl Background {
         what: &str,
         done: impl Fn(&[Value]) -> bool,
     ) -> Vec<Value> {
-        let deadline = Instant::now() + EVENT_TIMEOUT;
-        loop {
-            let docs = self.json_documents();
-            if done(&docs) {
-                return docs;
+        let stdout = self.wait_for_output(what, |stdout, _| done(&json_documents(stdout)));
+        json_documents(&stdout)
+    }
+
+    /// Polls what it printed until `done(stdout, stderr)` holds; returns
+    /// stdout then. Fails when it exits first, or after [`EVENT_TIMEOUT`].
+    #[track_caller]
+    pub fn wait_for_output(&mut self, what: &str, done: impl Fn(&str, &str) -> bool) -> String {
+        let what = format!("`kubectl {}` to print {what}", self.args);
+        let runtime = self.runtime.clone();
+        runtime.block_on(eventually(&what, EVENT_TIMEOUT, async || {
+            // Exited first: then the output read next is all it printed.
+            let exited = self.process.exited();
+            let stdout = self.stdout();
+            if done(&stdout, &self.stderr()) {
+                return Ok(stdout);
             }
-            let exited = self.child.try_wait().ok().flatten();
-            if exited.is_some() || Instant::now() > deadline {
-                let docs = self.json_documents();
-                if done(&docs) {
-                    return docs;
-                }
+            if let Some(status) = exited {
                 panic!(
-                    "`kubectl {}` never printed {what} (exit: {exited:?}); stdout:\n{}\nstderr:\n{}",
-                    self.args,
-                    self.stdout(),
-                    self.stderr()
+                    "{what}, but it exited ({status}); {}",
+                    self.process.output()
                 );
             }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            Err(self.process.output())
+        }))
     }
 
     /// Asserts that the process is still running.
     #[track_caller]
     pub fn assert_running(&mut self) {
-        if let Some(status) = self.child.try_wait().expect("try_wait") {
-            panic!(
-                "`kubectl {}` exited early with {status}; stdout:\n{}\nstderr:\n{}",
-                self.args,
-                self.stdout(),
-                self.stderr()
-            );
-        }
+        self.process.check_alive();
     }
 
     /// Waits for the process to exit by itself (at most [`EVENT_TIMEOUT`]).
     #[track_caller]
     pub fn finish(mut self) -> Run {
-        let deadline = Instant::now() + EVENT_TIMEOUT;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                break status;
-            }
-            if Instant::now() > deadline {
-                panic!(
-                    "`kubectl {}` did not exit within {EVENT_TIMEOUT:?}; stdout:\n{}\nstderr:\n{}",
-                    self.args,
-                    self.stdout(),
-                    self.stderr()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        // Drop kills nothing now; give the readers their end of file.
-        let stdout = std::mem::replace(&mut self.stdout, Capture::empty());
-        let stderr = std::mem::replace(&mut self.stderr, Capture::empty());
+        let status = self.process.exit_within(EVENT_TIMEOUT).unwrap_or_else(|| {
+            panic!(
+                "`kubectl {}` did not exit within {EVENT_TIMEOUT:?}; {}",
+                self.args,
+                self.process.output()
+            )
+        });
         Run {
             args: self.args.clone(),
             status,
-            stdout: stdout.finish(),
-            stderr: stderr.finish(),
+            stdout: self.stdout(),
+            stderr: self.stderr(),
         }
     }
 }
 
-impl Capture {
-    fn empty() -> Capture {
-        Capture {
-            buffer: Arc::new(Mutex::new(Vec::new())),
-            thread: None,
-        }
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-    }
+/// The complete JSON documents of `text`.
+fn json_documents(text: &str) -> Vec<Value> {
+    serde_json::Deserializer::from_str(text)
+        .into_iter::<Value>()
+        .map_while(Result::ok)
+        .collect()
 }
 
 fn runtime() -> tokio::runtime::Runtime {

@@ -1,201 +1,42 @@
-//! Helpers for the observability tests: the whole system started as
-//! subprocesses in one call ([`start`] for `sim` + `run`, [`start_demo`]
-//! for `demo --keep`), a tiny HTTP client for
-//! `/metrics`, `/healthz`, `/readyz`, the simulator's `/_sim/` paths and
-//! Prometheus's API, a real Prometheus server, `promtool`, and the metric
-//! names a PromQL expression reads.
-//!
-//! Include with `#[path = "common/observe.rs"] mod observe;`.
-#![allow(dead_code)]
+//! Helpers for the observability tests: the demo (`demo --keep`) as a
+//! system of its own, a tiny HTTP client for `/metrics`, `/healthz`,
+//! `/readyz` and Prometheus's API, a real Prometheus server, `promtool`,
+//! and the metric names a PromQL expression reads.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// How long startup steps may take on a busy 2-core machine.
-pub const STARTUP: Duration = Duration::from_secs(60);
+use super::process::Process;
+use super::setup::STARTUP;
+use super::wait::eventually;
 
-/// A child process, killed (SIGKILL) when dropped.
-pub struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-impl Process {
-    /// SIGTERM, then waits (at most `STARTUP`) for the exit.
-    pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let sent = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.0.id().to_string())
-            .status()
-            .expect("kill runs");
-        assert!(sent.success(), "SIGTERM sent");
-        let deadline = Instant::now() + STARTUP;
-        loop {
-            if let Ok(Some(status)) = self.0.try_wait() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "no exit after SIGTERM");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    pub fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-
-    /// Panics with `what` when the process has exited.
-    pub fn check_alive(&mut self, what: &str, log: &Path) {
-        if let Ok(Some(status)) = self.0.try_wait() {
-            panic!(
-                "{what} exited early ({status}); its log:\n{}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-        }
-    }
-}
-
-/// How to start the system.
-#[derive(Debug, Clone)]
-pub struct Start {
-    /// Simulated clusters: `home`, `member-1`, … (all but home registered).
-    pub clusters: usize,
-    /// Partition home before the controller starts (its informers cannot sync).
-    pub partition_home: bool,
-    /// More arguments for `run`.
-    pub run_args: Vec<String>,
-}
-
-impl Default for Start {
-    fn default() -> Self {
-        Start {
-            clusters: 3,
-            partition_home: false,
-            run_args: Vec::new(),
-        }
-    }
-}
-
-/// The running system: simulated clusters and the controller, with a
-/// private temp dir (kubeconfigs, logs). Dropping it kills the controller,
-/// then the clusters.
-pub struct System {
-    controller: Process,
-    /// The `sim` process (None when the demo runs the clusters in-process,
-    /// or on clusters that another owner runs).
-    sim: Option<Process>,
+/// `demo --keep` running: its simulated clusters and controller in one
+/// process, with a private temp dir (kubeconfigs, logs).
+pub struct Demo {
+    process: Process,
     pub dir: PathBuf,
-    /// Where the clusters' admin kubeconfigs are (the controller's own is
-    /// `dir/home.kubeconfig`).
-    kubeconfigs: PathBuf,
-    /// What keeps shared clusters this system's while it runs.
-    _turn: Option<Box<dyn std::any::Any + Send>>,
-    /// Where the controller serves /metrics, /healthz and /readyz.
+    /// Where it serves /metrics, /healthz and /readyz.
     pub metrics: SocketAddr,
-    /// Cluster name → `host:port` of its API server.
-    pub clusters: BTreeMap<String, String>,
-}
-
-/// Starts `sim --clusters N --register` and `run` against its home cluster,
-/// and returns once the controller serves its metrics.
-pub async fn start(options: Start) -> System {
-    let dir = std::env::temp_dir().join(format!("tfjob-observe-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("create temp dir");
-    let sim_log = std::fs::File::create(dir.join("sim.log")).expect("sim log");
-    let mut sim = Process(
-        Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
-            .args(["sim", "--register", "--clusters"])
-            .arg(options.clusters.to_string())
-            .arg("--kubeconfig-dir")
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(sim_log)
-            .spawn()
-            .expect("tfjob-federator sim starts"),
-    );
-    let deadline = Instant::now() + STARTUP;
-    let ready = loop {
-        if let Ok(text) = std::fs::read_to_string(dir.join("ready"))
-            && !text.is_empty()
-        {
-            break text;
-        }
-        sim.check_alive("sim", &dir.join("sim.log"));
-        assert!(Instant::now() < deadline, "sim wrote no ready file");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let clusters: BTreeMap<String, String> = ready
-        .lines()
-        .filter_map(|line| {
-            let (name, url) = line.split_once(char::is_whitespace)?;
-            Some((
-                name.to_string(),
-                url.trim().trim_start_matches("http://").to_string(),
-            ))
-        })
-        .collect();
-    if options.partition_home {
-        set_partitioned(&clusters["home"], true).await;
-    }
-    let (controller, metrics) = start_run(&dir, "controller.log", &options.run_args).await;
-    System {
-        controller,
-        sim: Some(sim),
-        kubeconfigs: dir.clone(),
-        dir,
-        metrics,
-        clusters,
-        _turn: None,
-    }
-}
-
-/// `run` against clusters another owner runs: the controller with
-/// `controller_kubeconfig`, the test with the admin kubeconfigs in
-/// `kubeconfigs`; `turn` is held as long as the system lives.
-pub async fn start_on(
-    controller_kubeconfig: &Path,
-    kubeconfigs: &Path,
-    run_args: &[String],
-    turn: Box<dyn std::any::Any + Send>,
-) -> System {
-    let dir = std::env::temp_dir().join(format!("tfjob-observe-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("create temp dir");
-    std::fs::copy(controller_kubeconfig, dir.join("home.kubeconfig"))
-        .expect("the controller's kubeconfig");
-    let (controller, metrics) = start_run(&dir, "controller.log", run_args).await;
-    System {
-        controller,
-        sim: None,
-        dir,
-        kubeconfigs: kubeconfigs.to_path_buf(),
-        metrics,
-        clusters: BTreeMap::new(),
-        _turn: Some(turn),
-    }
 }
 
 /// Starts `demo --keep` submitting the jobs of `jobs_yaml`, with its
 /// metrics on `metrics` (chosen by the caller, so a Prometheus can scrape it
 /// from the start), and returns once it serves them. Its output goes to
 /// `demo.out`, its JSON log (info) to `controller.log`.
-pub async fn start_demo(jobs_yaml: &str, metrics: SocketAddr) -> System {
+pub async fn start_demo(jobs_yaml: &str, metrics: SocketAddr) -> Demo {
     let dir = std::env::temp_dir().join(format!("tfjob-observe-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("create temp dir");
     let jobs = dir.join("jobs.yaml");
     std::fs::write(&jobs, jobs_yaml).expect("write jobs");
-    let log = std::fs::File::create(dir.join("controller.log")).expect("demo log");
-    let out = std::fs::File::create(dir.join("demo.out")).expect("demo output");
-    let mut demo = Process(
+    let out = dir.join("demo.out");
+    let mut process = Process::spawn_split(
+        "the demo",
         Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
             .args(["--log-format", "json", "demo", "--keep", "--metrics-addr"])
             .arg(metrics.to_string())
@@ -203,173 +44,63 @@ pub async fn start_demo(jobs_yaml: &str, metrics: SocketAddr) -> System {
             .arg(&dir)
             .arg("-f")
             .arg(&jobs)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(log)
-            .spawn()
-            .expect("tfjob-federator demo starts"),
+            .env("RUST_LOG", "info"),
+        Stdio::null(),
+        &out,
+        &dir.join("controller.log"),
     );
-    let deadline = Instant::now() + STARTUP;
     let announced = format!("Metrics on http://{metrics}/metrics");
-    while !std::fs::read_to_string(dir.join("demo.out"))
-        .unwrap_or_default()
-        .contains(&announced)
-    {
-        demo.check_alive("the demo", &dir.join("demo.out"));
-        assert!(Instant::now() < deadline, "the demo did not serve metrics");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let clusters = std::fs::read_dir(&dir)
-        .expect("the demo's kubeconfig dir")
-        .filter_map(|entry| {
-            let path = entry.ok()?.path();
-            let name = path
-                .file_name()?
-                .to_str()?
-                .strip_suffix(".kubeconfig")?
-                .to_string();
-            let text = std::fs::read_to_string(&path).ok()?;
-            let server = text
-                .lines()
-                .find_map(|l| l.trim().strip_prefix("server: "))?;
-            Some((name, server.trim_start_matches("http://").to_string()))
-        })
-        .collect();
-    System {
-        controller: demo,
-        sim: None,
-        kubeconfigs: dir.clone(),
+    eventually("the demo to serve metrics", STARTUP, async || {
+        process.check_alive();
+        process.stdout().contains(&announced).then_some(())
+    })
+    .await;
+    Demo {
+        process,
         dir,
         metrics,
-        clusters,
-        _turn: None,
     }
 }
 
-/// A `run` against the home cluster of `dir`, with `extra` arguments and its
-/// JSON log (info) in `dir/log`; returns once it serves its metrics.
-pub async fn start_run(dir: &Path, log: &str, extra: &[String]) -> (Process, SocketAddr) {
-    let log_path = dir.join(log);
-    let log = std::fs::File::create(&log_path).expect("controller log");
-    let mut controller = Process(
-        Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
-            .args([
-                "--log-format",
-                "json",
-                "run",
-                "--metrics-addr",
-                "127.0.0.1:0",
-            ])
-            .arg("--kubeconfig")
-            .arg(dir.join("home.kubeconfig"))
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("tfjob-federator run starts"),
-    );
-    let deadline = Instant::now() + STARTUP;
-    let metrics = loop {
-        if let Some(addr) = logged_metrics_addr(&log_path) {
-            break addr;
-        }
-        controller.check_alive("the controller", &log_path);
-        assert!(
-            Instant::now() < deadline,
-            "the controller did not log its metrics address"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    (controller, metrics)
-}
-
-/// The `addr` the controller logged when it began serving metrics.
-fn logged_metrics_addr(log: &Path) -> Option<SocketAddr> {
-    std::fs::read_to_string(log)
-        .ok()?
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .find_map(|v| {
-            let fields = v.get("fields")?;
-            fields
-                .get("message")?
-                .as_str()?
-                .contains("serving metrics")
-                .then(|| fields.get("addr")?.as_str()?.parse().ok())?
-        })
-}
-
-/// `PUT /_sim/faults {"partitioned": …}` on a simulated cluster.
-pub async fn set_partitioned(cluster: &str, partitioned: bool) {
-    let body = serde_json::json!({ "partitioned": partitioned }).to_string();
-    let (status, answer) = http(cluster, "PUT", "/_sim/faults", Some(&body)).await;
-    assert_eq!(status, 200, "PUT /_sim/faults answered {answer}");
-}
-
-impl System {
-    /// `GET path` on the controller's metrics server.
+impl Demo {
+    /// `GET path` on the demo's metrics server.
     pub async fn get(&self, path: &str) -> (u16, String) {
-        http(&self.metrics.to_string(), "GET", path, None).await
+        get(self.metrics, path).await
     }
 
     /// The current `/metrics` text; fails unless it answers 200.
     pub async fn scrape(&self) -> String {
-        let (status, body) = self.get("/metrics").await;
-        assert_eq!(status, 200, "/metrics answered {status}: {body}");
-        body
+        scrape(self.metrics).await
     }
 
     /// The admin kubeconfig of `cluster`.
     pub fn kubeconfig(&self, cluster: &str) -> String {
-        std::fs::read_to_string(self.kubeconfigs.join(format!("{cluster}.kubeconfig")))
+        std::fs::read_to_string(self.dir.join(format!("{cluster}.kubeconfig")))
             .unwrap_or_else(|e| panic!("{cluster}.kubeconfig: {e}"))
-    }
-
-    /// Panics (with its log) if the first controller has exited.
-    pub fn check_controller_alive(&mut self) {
-        let log = self.dir.join("controller.log");
-        self.controller.check_alive("the controller", &log);
-    }
-
-    /// Kills the first controller (SIGKILL: no chance to clean up).
-    pub fn kill_controller(&mut self) {
-        self.controller.kill();
-    }
-
-    /// Stops the first controller with SIGTERM; its exit status.
-    pub fn terminate_controller(&mut self) -> std::process::ExitStatus {
-        self.controller.terminate()
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("controller.log")).unwrap_or_default()
     }
 }
 
-impl Drop for System {
+impl Drop for Demo {
     fn drop(&mut self) {
-        // The controller first, so it does not log the clusters vanishing.
-        self.controller.kill();
-        if let Some(sim) = &mut self.sim {
-            sim.kill();
-        }
         if std::thread::panicking() {
-            let log = self.log();
-            let lines: Vec<&str> = log.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(40)..];
-            eprintln!(
-                "--- controller log ({}), last {} lines ---\n{}",
-                self.dir.display(),
-                tail.len(),
-                tail.join("\n")
-            );
+            eprintln!("the demo's files kept in {}", self.dir.display());
         } else {
+            self.process.kill();
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// `GET path` on a metrics server.
+pub async fn get(metrics: SocketAddr, path: &str) -> (u16, String) {
+    http(&metrics.to_string(), "GET", path, None).await
+}
+
+/// The current `/metrics` text of a metrics server; fails unless it answers 200.
+pub async fn scrape(metrics: SocketAddr) -> String {
+    let (status, body) = get(metrics, "/metrics").await;
+    assert_eq!(status, 200, "/metrics answered {status}: {body}");
+    body
 }
 
 // ---------------------------------------------------------------- HTTP
@@ -443,8 +174,8 @@ pub struct Prometheus {
 
 impl Drop for Prometheus {
     fn drop(&mut self) {
-        self.process.kill();
         if !std::thread::panicking() {
+            self.process.kill();
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
@@ -465,43 +196,36 @@ impl Prometheus {
         // A port taken between picking and binding makes Prometheus exit: try another.
         for _ in 0..5 {
             let addr = format!("127.0.0.1:{}", free_port());
-            let log = dir.join("prometheus.log");
-            let mut process = Process(
+            let mut process = Process::spawn(
+                "Prometheus",
                 Command::new(binary("prometheus"))
                     .arg(format!("--config.file={}", config.display()))
                     .arg(format!(
                         "--storage.tsdb.path={}",
                         dir.join("data").display()
                     ))
-                    .arg(format!("--web.listen-address={addr}"))
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(std::fs::File::create(&log).expect("prometheus log"))
-                    .spawn()
-                    .expect("prometheus starts"),
+                    .arg(format!("--web.listen-address={addr}")),
+                &dir.join("prometheus.log"),
             );
-            let deadline = Instant::now() + STARTUP;
-            loop {
-                if let Ok(Some(_)) = process.0.try_wait() {
-                    break;
+            let ready = eventually("Prometheus to get ready", STARTUP, async || {
+                if process.exited().is_some() {
+                    return Ok(false);
                 }
-                if let Ok(Ok(_)) = tokio::time::timeout(
+                let connected = tokio::time::timeout(
                     Duration::from_secs(2),
                     tokio::net::TcpStream::connect(&addr),
                 )
-                .await
+                .await;
+                if matches!(connected, Ok(Ok(_)))
+                    && http(&addr, "GET", "/-/ready", None).await.0 == 200
                 {
-                    let (status, _) = http(&addr, "GET", "/-/ready", None).await;
-                    if status == 200 {
-                        return Prometheus { process, addr, dir };
-                    }
+                    return Ok(true);
                 }
-                assert!(
-                    Instant::now() < deadline,
-                    "Prometheus did not get ready; its log:\n{}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                Err(process.output())
+            })
+            .await;
+            if ready {
+                return Prometheus { process, addr, dir };
             }
         }
         panic!("Prometheus could not be started on a free port");
@@ -739,31 +463,4 @@ pub fn dashboard_queries(dashboard: &Value) -> Vec<PanelQuery> {
     let panels = dashboard["panels"].as_array().cloned().unwrap_or_default();
     walk(&panels, &mut String::new(), &mut out);
     out
-}
-
-#[test]
-fn metric_names_skip_functions_labels_ranges_and_keywords() {
-    let names = |e: &str| metric_names(e).into_iter().collect::<Vec<_>>();
-    assert_eq!(
-        names(
-            r#"histogram_quantile(0.99, sum by (le, verb) (rate(a_seconds_bucket{verb!="watch", cluster=~"$cluster"}[$__rate_interval])))"#
-        ),
-        ["a_seconds_bucket"]
-    );
-    assert_eq!(
-        names(r#"1 - sum(x{r="a b {c}"}) by (cluster) / on (cluster) group_left(k) y offset 5m"#),
-        ["x", "y"]
-    );
-    assert_eq!(names("sum(rate(c_total[1m])) or vector(0)"), ["c_total"]);
-    assert_eq!(names("up == bool 1 and z"), ["up", "z"]);
-}
-
-#[test]
-fn families_drop_histogram_suffixes() {
-    let scrape =
-        "# HELP h x\n# TYPE h histogram\nh_bucket{le=\"1\"} 0\nh_sum 0\nh_count 0\ng{a=\"b\"} 2\n";
-    let counts = samples_per_metric(scrape);
-    assert_eq!(counts["h"], 3);
-    assert_eq!(counts["g"], 1);
-    assert_eq!(sample(scrape, "g{a=\"b\"}"), Some(2.0));
 }

@@ -1,39 +1,33 @@
-//! Helpers for the operator's integration tests, on either ground: a
-//! simulated cluster of the test's own (in-process, real loopback HTTP), or
-//! the real cluster of `hack/real-clusters` shared by the test binary (a
-//! namespace of the test's own, the controller under the identity
-//! `deploy/controller.yaml` ships). The CRDs come from
-//! `tfjob_federator::api::crds()`; the controller runs as a subprocess
-//! (`tfjob-federator run --kubeconfig FILE`) that a test may kill and start
-//! again. The tests only talk to the cluster over HTTP, as users do.
-//!
-//! Include with `#[macro_use] #[path = "common/operator.rs"] mod operator_support;`.
-#![allow(dead_code)]
+//! Helpers for the operator's integration tests, on either ground (see
+//! `common/setup.rs`): jobs as the crate's type, their pods, services and
+//! events, kubectl, and watches recorded. A test starts its world with
+//! `Setup::on(ground).own_namespace(test).start()`; the tests only talk to
+//! the cluster over HTTP, as users do.
 
-#[macro_use]
-#[path = "kube.rs"]
-mod sim_kube;
-pub use sim_kube::real::{self, Ground};
-pub use sim_kube::{client_for, eventually_within as wait_for, install_schemaless_crd};
+pub use super::real::client_for;
+pub use super::real::{self, Ground};
+pub use super::setup::{Env, Setup};
+pub use super::sim_kube::install_schemaless_crd;
+pub use super::wait::eventually;
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::fs::File;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 
-use kube::{Client, Resource, ResourceExt};
-use kube_sim::{self as sim, NodeShape, RunningCluster, SimOptions};
+use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tfjob_federator::api::{JobPhase, TensorFlowTrainingJob};
+
+use super::kubectl::kubectl_binary;
+use super::setup::Typed;
 
 /// How long a job may take to reach a state a test waits for (generous:
 /// tests run in parallel on small machines).
@@ -41,190 +35,14 @@ pub const WAIT: Duration = Duration::from_secs(30);
 /// Annotation prefix of the simulated kubelet's behaviour script.
 pub const SIM: &str = "sim.federation.tfjob.io/";
 
-/// One test's world: a cluster, an admin client for it, the test's
-/// namespace, a private temp dir (controller config and log) and the
-/// controller process.
-pub struct Env {
-    pub client: Client,
-    pub namespace: String,
-    pub dir: PathBuf,
-    /// Admin, for the test and kubectl.
-    pub kubeconfig: PathBuf,
-    /// What the controller runs with.
-    controller_kubeconfig: PathBuf,
-    cluster: Option<RunningCluster>,
-    controller: Option<ControllerProcess>,
-    config: Option<PathBuf>,
-    /// On the real ground: the shared cluster is this test's meanwhile.
-    _turn: Option<tokio::sync::MutexGuard<'static, ()>>,
-}
-
-/// The controller subprocess; killed (SIGKILL) when dropped.
-pub struct ControllerProcess {
-    child: Child,
-}
-
-impl Drop for ControllerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Env {
-    /// A simulated cluster with the default nodes, the CRDs installed, the
-    /// controller running.
-    pub async fn start(test: &str) -> Env {
-        Env::start_on(Ground::Sim, test).await
-    }
-
-    /// As `start`, on `ground`.
-    pub async fn start_on(ground: Ground, test: &str) -> Env {
-        match ground {
-            Ground::Sim => Env::start_with(test, SimOptions::default(), None).await,
-            Ground::Real => Env::start_real(test).await,
-        }
-    }
-
-    /// As `start`, with sim options and an optional controller config (YAML).
-    pub async fn start_with(test: &str, options: SimOptions, config: Option<&str>) -> Env {
-        let handle = sim::start_cluster("home", &options)
-            .await
-            .expect("start simulated cluster");
-        let dir = test_dir(test);
-        let kubeconfig = dir.join("kubeconfig");
-        std::fs::write(&kubeconfig, handle.kubeconfig()).expect("write kubeconfig");
-        let config = config.map(|text| {
-            let path = dir.join("controller.yaml");
-            std::fs::write(&path, text).expect("write controller config");
-            path
-        });
-        let client = client_for(&handle.kubeconfig()).await;
-        let env = Env {
-            client,
-            namespace: "default".into(),
-            dir,
-            controller_kubeconfig: kubeconfig.clone(),
-            kubeconfig,
-            cluster: Some(handle),
-            controller: None,
-            config,
-            _turn: None,
-        };
-        env.begin().await
-    }
-
-    /// On the shared real cluster: a namespace of the test's own, what
-    /// earlier tests left cleaned away, the controller under its shipped
-    /// identity.
-    async fn start_real(test: &str) -> Env {
-        let clusters = real::one_cluster();
-        let turn = clusters.exclusive().await;
-        real::clean_slate(clusters, &["home"]).await;
-        let client = clusters.client("home").await;
-        let namespace = real::test_namespace(&client, test).await;
-        let env = Env {
-            client,
-            namespace,
-            dir: test_dir(test),
-            kubeconfig: clusters.kubeconfig("home"),
-            controller_kubeconfig: clusters.controller_kubeconfig().await,
-            cluster: None,
-            controller: None,
-            config: None,
-            _turn: Some(turn),
-        };
-        env.begin().await
-    }
-
-    async fn begin(mut self) -> Env {
-        real::install_crds(&self.client).await;
-        let jobs = self.jobs();
-        wait_for(
-            "the TensorFlowTrainingJob type to be served",
-            WAIT,
-            async || jobs.list(&ListParams::default()).await.ok(),
-        )
-        .await;
-        self.start_controller();
-        self
-    }
-
-    /// Starts the controller process (logging to `controller.log`).
-    pub fn start_controller(&mut self) {
-        assert!(self.controller.is_none(), "the controller already runs");
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(self.log_path())
-            .expect("open controller log");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_tfjob-federator"));
-        command
-            .args(["--log-format", "json", "run", "--kubeconfig"])
-            .arg(&self.controller_kubeconfig)
-            // Tests run side by side: each controller serves on a port of its own.
-            .args(["--metrics-addr", "127.0.0.1:0"]);
-        if let Some(config) = &self.config {
-            command.arg("--config").arg(config);
-        }
-        let child = command
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("clone log handle"))
-            .stderr(log)
-            .spawn()
-            .expect("start the controller");
-        self.controller = Some(ControllerProcess { child });
-    }
-
-    /// Kills the controller (SIGKILL: no chance to clean up).
-    pub fn kill_controller(&mut self) {
-        assert!(
-            self.controller.take().is_some(),
-            "the controller is not running"
-        );
-    }
-
-    pub fn log_path(&self) -> PathBuf {
-        self.dir.join("controller.log")
-    }
-
-    /// The controller's log lines at WARN or ERROR.
-    pub fn controller_problems(&self) -> Vec<String> {
-        std::fs::read_to_string(self.log_path())
-            .unwrap_or_default()
-            .lines()
-            .filter(|line| {
-                serde_json::from_str::<Value>(line).ok().is_none_or(|v| {
-                    matches!(
-                        v.get("level").and_then(Value::as_str),
-                        Some("WARN" | "ERROR")
-                    )
-                })
-            })
-            .map(str::to_string)
-            .collect()
-    }
-
+impl Env<Typed> {
     pub fn jobs(&self) -> Api<TensorFlowTrainingJob> {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
     /// The jobs as raw JSON: what the typed API cannot hold or would drop.
     pub fn raw_jobs(&self) -> Api<kube::api::DynamicObject> {
-        Api::namespaced_with(self.client.clone(), &self.namespace, &real::jobs_resource())
-    }
-
-    pub fn pods(&self) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), &self.namespace)
-    }
-
-    pub fn services(&self) -> Api<Service> {
-        Api::namespaced(self.client.clone(), &self.namespace)
-    }
-
-    pub fn events(&self) -> Api<Event> {
-        Api::namespaced(self.client.clone(), &self.namespace)
+        Api::namespaced_with(self.client.clone(), &self.namespace, &real::job_resource())
     }
 
     pub async fn submit(&self, job: &TensorFlowTrainingJob) -> TensorFlowTrainingJob {
@@ -248,31 +66,42 @@ impl Env {
         what: &str,
         check: impl Fn(&TensorFlowTrainingJob) -> bool,
     ) -> TensorFlowTrainingJob {
-        let deadline = Instant::now() + WAIT;
         let jobs = self.jobs();
-        loop {
-            let job = jobs.get_opt(name).await.ok().flatten();
-            if let Some(job) = &job
-                && check(job)
-            {
-                return job.clone();
-            }
-            if Instant::now() > deadline {
-                let status =
-                    job.map(|j| serde_json::to_string_pretty(&j.status).unwrap_or_default());
-                panic!(
-                    "timed out after {WAIT:?} waiting for job {name} to be {what}; status: {}",
-                    status.unwrap_or_else(|| "(no job)".into())
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually(
+            &format!("job {name} to be {what}"),
+            WAIT,
+            async || match jobs.get_opt(name).await {
+                Ok(Some(job)) if check(&job) => Ok(job),
+                Ok(Some(job)) => Err(format!(
+                    "status {}",
+                    serde_json::to_string_pretty(&job.status).unwrap_or_default()
+                )),
+                Ok(None) => Err("(no job)".into()),
+                Err(e) => Err(e.to_string()),
+            },
+        )
+        .await
     }
 
     /// Waits for the job's phase.
     pub async fn wait_phase(&self, name: &str, phase: JobPhase) -> TensorFlowTrainingJob {
         self.wait_job(name, &format!("{phase:?}"), |j| phase_of(j) == Some(phase))
             .await
+    }
+}
+
+/// What every test of the operator's suites reads, whatever its view of jobs.
+impl<View> Env<View> {
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    pub fn services(&self) -> Api<Service> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    pub fn events(&self) -> Api<Event> {
+        Api::namespaced(self.client.clone(), &self.namespace)
     }
 
     /// The pods of a job (by the job-name label), by name.
@@ -305,18 +134,16 @@ impl Env {
     pub async fn wait_pod_names(&self, job: &str, names: &[&str]) -> BTreeMap<String, Pod> {
         let mut expected: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         expected.sort();
-        let deadline = Instant::now() + WAIT;
-        loop {
+        eventually(&format!("job {job}: pods {expected:?}"), WAIT, async || {
             let pods = self.job_pods(job).await;
-            let last = pods.keys().cloned().collect::<Vec<_>>();
-            if last == expected {
-                return pods;
+            let found = pods.keys().cloned().collect::<Vec<_>>();
+            if found == expected {
+                Ok(pods)
+            } else {
+                Err(format!("{found:?}"))
             }
-            if Instant::now() > deadline {
-                panic!("job {job}: expected pods {expected:?}, found {last:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 
     /// The events.k8s.io/v1 Events regarding an object of this uid.
@@ -338,7 +165,7 @@ impl Env {
             tokio::process::Command::new(kubectl_binary())
                 .args(["--namespace", &self.namespace])
                 .args(args)
-                .env("KUBECONFIG", &self.kubeconfig)
+                .env("KUBECONFIG", self.kubeconfig("home"))
                 .env("KUBECACHEDIR", self.dir.join("kube-cache"))
                 .env("HOME", &self.dir)
                 .stdin(Stdio::null())
@@ -354,57 +181,6 @@ impl Env {
             String::from_utf8_lossy(&output.stderr)
         );
         stdout
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        self.controller = None;
-        if std::thread::panicking() {
-            let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
-            let lines: Vec<&str> = log.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(60)..];
-            eprintln!(
-                "--- controller log ({}), last {} lines ---\n{}",
-                self.log_path().display(),
-                tail.len(),
-                tail.join("\n")
-            );
-        } else {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-        if let Some(cluster) = self.cluster.take() {
-            // Stopping needs the runtime; the server task ends with it anyway.
-            drop(cluster);
-        }
-    }
-}
-
-fn test_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("operator-{test}-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("create temp dir");
-    dir
-}
-
-fn kubectl_binary() -> PathBuf {
-    if let Some(explicit) = std::env::var_os("KUBECTL") {
-        return PathBuf::from(explicit);
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("kubectl"))
-        .find(|candidate| candidate.is_file())
-        .unwrap_or_else(|| panic!("kubectl was not found on PATH; set $KUBECTL"))
-}
-
-/// Sim options with room for many pods per node.
-pub fn roomy_nodes(max_pods: u32) -> SimOptions {
-    SimOptions {
-        nodes: NodeShape {
-            max_pods,
-            ..NodeShape::default()
-        },
-        ..SimOptions::default()
     }
 }
 

@@ -9,22 +9,22 @@
 //! machine, progress on stderr). When Go or a component is missing the tests
 //! fail with a message naming the command that fixes it; nothing is skipped.
 //!
-//! Included once per test binary, through `common/kube.rs` or
-//! `common/kubectl.rs` (`#[macro_use]` on those brings `on_both_grounds!`).
-#![allow(dead_code)]
+//! `#[macro_use]` on `mod common` brings `on_both_grounds!`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::core::GroupVersionKind;
+use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config};
 use serde_json::{Value, json};
+
+use super::process::Process;
+use super::wait::eventually;
 
 /// Where a test runs: a simulated cluster of its own, or the real clusters
 /// its test binary shares.
@@ -104,68 +104,45 @@ const START_LIMIT: Duration = Duration::from_secs(45 * 60);
 /// standard input, which closes with this process).
 pub struct Launcher {
     pub dir: PathBuf,
-    child: Child,
+    _process: Process,
 }
 
 impl Launcher {
-    pub fn start(args: &[&str]) -> Launcher {
+    pub async fn start(args: &[&str]) -> Launcher {
         let dir = std::env::temp_dir().join(format!(
             "real-clusters-{}-{:08x}",
             std::process::id(),
             fastrand::u32(..)
         ));
+        let log = dir.with_extension("log");
         eprintln!(
-            "starting real clusters ({}) in {}; a first run builds Kubernetes from Go modules (many minutes)",
+            "starting real clusters ({}) in {}, messages in {}; a first run builds Kubernetes from Go modules (many minutes)",
             args.join(" "),
-            dir.display()
+            dir.display(),
+            log.display()
         );
-        let child = Command::new(repo_path("hack/real-clusters"))
-            .arg("--kubeconfig-dir")
-            .arg(&dir)
-            .args(args)
-            .env("REAL_CLUSTERS_EXIT_ON_STDIN_EOF", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("hack/real-clusters does not start ({e}): it needs bash and Go 1.26 on PATH; `hack/build-kube` builds the components"));
-        let mut launcher = Launcher { dir, child };
-        let deadline = Instant::now() + START_LIMIT;
-        while !launcher.dir.join("ready").exists() {
-            if let Ok(Some(status)) = launcher.child.try_wait() {
-                panic!(
-                    "hack/real-clusters exited ({status}) before its clusters were ready: see its messages above and the logs in {}; `hack/build-kube` builds the components (Go 1.26 needed)",
-                    launcher.dir.join("logs").display()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "real clusters not ready after {START_LIMIT:?}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
+        let mut process = Process::spawn_stopped_by_stdin_eof(
+            "hack/real-clusters (it needs bash and Go 1.26 on PATH; `hack/build-kube` builds the components)",
+            Command::new(repo_path("hack/real-clusters"))
+                .arg("--kubeconfig-dir")
+                .arg(&dir)
+                .args(args)
+                .env("REAL_CLUSTERS_EXIT_ON_STDIN_EOF", "1"),
+            &log,
+        );
+        eventually("the real clusters to be ready", START_LIMIT, async || {
+            process.check_alive();
+            dir.join("ready").exists().then_some(())
+        })
+        .await;
+        Launcher {
+            dir,
+            _process: process,
         }
-        launcher
     }
 
     pub fn kubeconfig(&self, cluster: &str) -> PathBuf {
         self.dir.join(format!("{cluster}.kubeconfig"))
-    }
-}
-
-impl Drop for Launcher {
-    fn drop(&mut self) {
-        // End of input: the launcher stops its processes and cleans up.
-        drop(self.child.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                let _ = std::fs::remove_dir_all(&self.dir);
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -181,35 +158,38 @@ pub fn repo_path(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
 
-static ONE: OnceLock<RealClusters> = OnceLock::new();
-static THREE: OnceLock<RealClusters> = OnceLock::new();
+static ONE: tokio::sync::OnceCell<RealClusters> = tokio::sync::OnceCell::const_new();
+static THREE: tokio::sync::OnceCell<RealClusters> = tokio::sync::OnceCell::const_new();
 
 /// One cluster, `home`, with the default nodes (4 × 4 GPUs) and no members.
-pub fn one_cluster() -> &'static RealClusters {
+pub async fn one_cluster() -> &'static RealClusters {
     ONE.get_or_init(|| RealClusters::start(&["--clusters", "1"]))
+        .await
 }
 
 /// `home`, `member-1` and `member-2`, one node of 4 GPUs each, the members
 /// registered with the identity of `deploy/member-rbac.yaml` (the shape of
 /// the federation tests).
-pub fn three_clusters() -> &'static RealClusters {
-    THREE.get_or_init(|| {
-        RealClusters::start(&[
-            "--clusters",
-            "3",
-            "--register",
-            "--nodes",
-            "1",
-            "--gpus-per-node",
-            "4",
-        ])
-    })
+pub async fn three_clusters() -> &'static RealClusters {
+    THREE
+        .get_or_init(|| {
+            RealClusters::start(&[
+                "--clusters",
+                "3",
+                "--register",
+                "--nodes",
+                "1",
+                "--gpus-per-node",
+                "4",
+            ])
+        })
+        .await
 }
 
 impl RealClusters {
-    fn start(args: &[&str]) -> RealClusters {
+    async fn start(args: &[&str]) -> RealClusters {
         RealClusters {
-            launcher: Launcher::start(args),
+            launcher: Launcher::start(args).await,
             turn: tokio::sync::Mutex::new(()),
             controller_kubeconfig: tokio::sync::OnceCell::new(),
         }
@@ -338,24 +318,22 @@ pub async fn service_account_token(client: &Client, namespace: &str, name: &str)
         }),
         ..Default::default()
     };
-    let mut last = None;
     // The ServiceAccount may have been created a moment ago.
-    for _ in 0..50 {
-        match accounts
-            .create_token_request(name, &PostParams::default(), &request)
-            .await
-        {
-            Ok(answer) => {
-                return answer
-                    .status
-                    .and_then(|s| s.token)
-                    .expect("a token in the answer");
-            }
-            Err(e) => last = Some(e),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("token for {namespace}/{name}: {last:?}")
+    let answer = eventually(
+        &format!("a token for {namespace}/{name}"),
+        Duration::from_secs(5),
+        async || {
+            accounts
+                .create_token_request(name, &PostParams::default(), &request)
+                .await
+                .map_err(|e| e.to_string())
+        },
+    )
+    .await;
+    answer
+        .status
+        .and_then(|s| s.token)
+        .expect("a token in the answer")
 }
 
 /// The kubeconfig at `admin` with its user's token replaced by `token`.
@@ -372,10 +350,18 @@ pub fn with_token(admin: &Path, token: &str) -> String {
 }
 
 /// The job type, for untyped (`DynamicObject`) access.
-pub fn jobs_resource() -> kube::core::ApiResource {
-    kube::core::ApiResource::from_gvk_with_plural(
+pub fn job_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("batch.tensorstack.dev", "v1beta1", "TensorFlowTrainingJob"),
         "tensorflowtrainingjobs",
+    )
+}
+
+/// The MemberCluster type, for untyped (`DynamicObject`) access.
+pub fn member_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("federation.tfjob.io", "v1alpha1", "MemberCluster"),
+        "memberclusters",
     )
 }
 
@@ -435,14 +421,12 @@ pub async fn test_namespace(client: &Client, test: &str) -> String {
         .await
         .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while accounts.get_opt("default").await.ok().flatten().is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "no default ServiceAccount in namespace {name} after 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        &format!("the default ServiceAccount in namespace {name}"),
+        Duration::from_secs(30),
+        async || accounts.get_opt("default").await.ok().flatten(),
+    )
+    .await;
     name
 }
 
@@ -452,10 +436,17 @@ pub async fn test_namespace(client: &Client, test: &str) -> String {
 /// status an earlier controller wrote, and on every
 /// cluster in `names` faults are healed and the pods and services a
 /// controller made are deleted, waiting until the pods are gone (capacity
-/// is per cluster).
+/// is per cluster). The leader Lease goes too, so that the next controller
+/// leads at once whatever its identity.
 pub async fn clean_slate(clusters: &RealClusters, names: &[&str]) {
     let home = clusters.client("home").await;
-    let all_jobs: Api<DynamicObject> = Api::all_with(home.clone(), &jobs_resource());
+    let _ = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        home.clone(),
+        "tfjob-federator",
+    )
+    .delete("tfjob-federator", &Default::default())
+    .await;
+    let all_jobs: Api<DynamicObject> = Api::all_with(home.clone(), &job_resource());
     for job in all_jobs
         .list(&ListParams::default())
         .await
@@ -465,7 +456,7 @@ pub async fn clean_slate(clusters: &RealClusters, names: &[&str]) {
         let (Some(ns), Some(name)) = (job.metadata.namespace, job.metadata.name) else {
             continue;
         };
-        let jobs: Api<DynamicObject> = Api::namespaced_with(home.clone(), &ns, &jobs_resource());
+        let jobs: Api<DynamicObject> = Api::namespaced_with(home.clone(), &ns, &job_resource());
         let _ = jobs
             .patch(
                 &name,
@@ -477,13 +468,7 @@ pub async fn clean_slate(clusters: &RealClusters, names: &[&str]) {
     }
     // MemberClusters as `--register` made them: earlier tests label them,
     // mark them unschedulable or export services.
-    let members: Api<DynamicObject> = Api::all_with(
-        home.clone(),
-        &kube::core::ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("federation.tfjob.io", "v1alpha1", "MemberCluster"),
-            "memberclusters",
-        ),
-    );
+    let members: Api<DynamicObject> = Api::all_with(home.clone(), &member_resource());
     for member in members
         .list(&ListParams::default())
         .await
@@ -523,19 +508,15 @@ pub async fn clean_slate(clusters: &RealClusters, names: &[&str]) {
             .await;
         delete_all::<k8s_openapi::api::core::v1::Service>(&client, &managed).await;
         let pods = delete_all::<k8s_openapi::api::core::v1::Pod>(&client, &managed).await;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while pods
-            .list(&managed)
-            .await
-            .map(|l| !l.items.is_empty())
-            .unwrap_or(true)
-        {
-            assert!(
-                Instant::now() < deadline,
-                "{cluster}: managed pods of an earlier test are still there after 30 s"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        eventually(
+            &format!("{cluster}: the managed pods of earlier tests gone"),
+            Duration::from_secs(30),
+            async || {
+                let left = pods.list(&managed).await.ok()?.items;
+                left.is_empty().then_some(())
+            },
+        )
+        .await;
     }
 }
 
@@ -563,4 +544,49 @@ where
         }
     }
     all
+}
+
+/// The MemberClusters as `--register` made them on the real clusters of
+/// this test binary, read before any test here deleted one.
+static REGISTERED: tokio::sync::OnceCell<Vec<Value>> = tokio::sync::OnceCell::const_new();
+
+/// On the shared real clusters: the registered MemberClusters exist (a test
+/// may delete one; after a failure it may not have come back).
+pub async fn ensure_registered(clusters: &RealClusters) {
+    let home = clusters.client("home").await;
+    let members: Api<DynamicObject> = Api::all_with(home, &member_resource());
+    let registered = REGISTERED
+        .get_or_init(|| async {
+            members
+                .list(&ListParams::default())
+                .await
+                .expect("list MemberClusters")
+                .items
+                .into_iter()
+                .map(|m| {
+                    json!({
+                        "apiVersion": "federation.tfjob.io/v1alpha1",
+                        "kind": "MemberCluster",
+                        "metadata": {"name": m.metadata.name},
+                        "spec": m.data["spec"],
+                    })
+                })
+                .collect()
+        })
+        .await;
+    let names: Vec<&str> = registered
+        .iter()
+        .filter_map(|m| m["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["member-1", "member-2"], "the registered members");
+    for member in registered {
+        let name = member["metadata"]["name"].as_str().expect("name");
+        if members.get_opt(name).await.expect("get member").is_none() {
+            let object: DynamicObject = serde_json::from_value(member.clone()).expect("member");
+            members
+                .create(&PostParams::default(), &object)
+                .await
+                .unwrap_or_else(|e| panic!("re-register {name}: {e}"));
+        }
+    }
 }
