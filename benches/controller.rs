@@ -923,9 +923,9 @@ impl Scrape {
     }
 
     /// API writes (create, update, patch, delete) by kind: pods, services,
-    /// status (`tensorflowtrainingjobs/status`), events, other; each (all, not 2xx).
-    fn writes(&self) -> BTreeMap<&'static str, (f64, f64)> {
-        let mut kinds: BTreeMap<&'static str, (f64, f64)> = BTreeMap::new();
+    /// status (`tensorflowtrainingjobs/status`), events, other.
+    fn writes(&self) -> BTreeMap<&'static str, f64> {
+        let mut kinds: BTreeMap<&'static str, f64> = BTreeMap::new();
         for (labels, value) in self.series("tfjob_federator_api_requests_total") {
             let verb = labels.get("verb").map_or("", String::as_str);
             if !["create", "update", "patch", "delete"].contains(&verb) {
@@ -938,13 +938,30 @@ impl Scrape {
                 "events" => "events",
                 _ => "other",
             };
-            let entry = kinds.entry(kind).or_default();
-            entry.0 += value;
-            if !labels.get("code").is_some_and(|c| c.starts_with('2')) {
-                entry.1 += value;
-            }
+            *kinds.entry(kind).or_default() += value;
         }
         kinds
+    }
+
+    /// API writes answered with an error, by "verb resource code".
+    fn write_errors(&self) -> BTreeMap<String, f64> {
+        let mut errors = BTreeMap::new();
+        for (labels, value) in self.series("tfjob_federator_api_requests_total") {
+            let get = |key: &str| labels.get(key).map_or("", String::as_str);
+            if ["create", "update", "patch", "delete"].contains(&get("verb"))
+                && !get("code").starts_with('2')
+            {
+                *errors
+                    .entry(format!(
+                        "{} {} {}",
+                        get("verb"),
+                        get("resource"),
+                        get("code")
+                    ))
+                    .or_default() += value;
+            }
+        }
+        errors
     }
 
     /// Cumulative buckets (upper bound, count) of a histogram, ascending.
@@ -1315,22 +1332,21 @@ async fn wait_for_jobs(
     }
 }
 
-/// Waits until the controller's writes have stopped changing for a second
-/// (trailing status writes count), at most 20 s.
-async fn settle(port: u16, controller: &mut Proc) -> anyhow::Result<Scrape> {
-    let total = |s: &Scrape| s.writes().values().map(|v| v.0).sum::<f64>();
+/// Waits until the controller's writes have stopped changing for `quiet`
+/// (trailing status writes count: detail-only changes wait up to 4 ×
+/// `statusDetailIntervalMs`, 4 s by default), at most 30 s.
+async fn settle(port: u16, controller: &mut Proc, quiet: Duration) -> anyhow::Result<Scrape> {
+    let total = |s: &Scrape| s.writes().values().sum::<f64>();
     let mut last = Scrape::take(port).await?;
-    let mut quiet = 0;
+    let mut unchanged_since = Instant::now();
     let started = Instant::now();
-    while quiet < 2 && started.elapsed() < Duration::from_secs(20) {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+    while unchanged_since.elapsed() < quiet && started.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
         controller.check_alive()?;
         let next = Scrape::take(port).await?;
-        quiet = if total(&next) == total(&last) {
-            quiet + 1
-        } else {
-            0
-        };
+        if total(&next) != total(&last) {
+            unchanged_since = Instant::now();
+        }
         last = next;
     }
     Ok(last)
@@ -1407,120 +1423,135 @@ async fn measure(
     let submitted_in = first_submit.elapsed();
     wait_for_jobs(w, &track, &mut controller, &mut ground, deadline).await?;
     let done_in = first_submit.elapsed();
-    let after = settle(port, &mut controller).await?;
+    // Short in a smoke run, which asserts nothing about the figures.
+    let quiet = Duration::from_secs(if settings.smoke { 1 } else { 5 });
+    let after = settle(port, &mut controller, quiet).await?;
     let controller_cpu = tree_cpu_seconds(controller.pid()) - controller_cpu;
     let clusters_cpu = tree_cpu_seconds(ground.pid()) - clusters_cpu;
 
     let jobs = w.jobs as f64;
-    let track_now = lock(&track);
-    let tracked: Vec<&JobTrack> = (0..w.jobs)
-        .filter_map(|n| track_now.jobs.get(&job_name(n)))
-        .collect();
-    println!(
-        "  submitted {} jobs in {:.2} s; every job {} after {:.2} s",
-        w.jobs,
-        submitted_in.as_secs_f64(),
-        if w.expect == Expect::Running {
-            "Running with every pod up"
-        } else {
-            "Succeeded"
-        },
-        done_in.as_secs_f64()
-    );
+    // The watches wait for this lock: no await while it is held.
+    {
+        let track_now = lock(&track);
+        let tracked: Vec<&JobTrack> = (0..w.jobs)
+            .filter_map(|n| track_now.jobs.get(&job_name(n)))
+            .collect();
+        println!(
+            "  submitted {} jobs in {:.2} s; every job {} after {:.2} s",
+            w.jobs,
+            submitted_in.as_secs_f64(),
+            if w.expect == Expect::Running {
+                "Running with every pod up"
+            } else {
+                "Succeeded"
+            },
+            done_in.as_secs_f64()
+        );
 
-    // Dispatch: pods created per second between the first submit and the last pod created.
-    let pods_created: usize = tracked.iter().map(|j| j.pods_created.len()).sum();
-    let last_pod = tracked
-        .iter()
-        .flat_map(|j| j.pods_created.values())
-        .max()
-        .copied()
-        .unwrap_or(first_submit);
-    let window = (last_pod - first_submit).as_secs_f64().max(1e-9);
-    let pods_per_s = pods_created as f64 / window;
-    println!(
-        "  dispatched: {pods_created} pods of {} jobs in {window:.2} s (first submit → last pod created): {:.1} jobs/s, {pods_per_s:.0} pods/s",
-        w.jobs,
-        jobs / window
-    );
-    let ratio = pods_per_s / ceiling;
-    let ratio_target = if settings.ground == Ground::Real {
-        0.7
-    } else {
-        0.5
-    };
-    println!(
-        "  dispatch ratio (pods/s ÷ ceiling): {ratio:.2}{}",
-        if w.targets.dispatch_ratio {
-            against(ratio, Bound::AtLeast(ratio_target), "")
-        } else {
-            String::new()
-        }
-    );
-    if let Some(target) = w.targets.all_pods_created_s {
-        // The job whose pods were all there last.
-        let last_job = tracked
+        // Dispatch: pods created per second between the first submit and the last pod created.
+        let pods_created: usize = tracked.iter().map(|j| j.pods_created.len()).sum();
+        let last_pod = tracked
             .iter()
-            .filter_map(|j| all_at(&j.pods_created, w.shape.replicas()))
+            .flat_map(|j| j.pods_created.values())
             .max()
-            .map_or(f64::NAN, |t| (t - first_submit).as_secs_f64());
+            .copied()
+            .unwrap_or(first_submit);
+        let window = (last_pod - first_submit).as_secs_f64().max(1e-9);
+        let pods_per_s = pods_created as f64 / window;
         println!(
-            "  first submit → the last job's pods all created: {last_job:.2} s{}",
-            against(last_job, Bound::AtMost(target), " s")
+            "  dispatched: {pods_created} pods of {} jobs in {window:.2} s (first submit → last pod created): {:.1} jobs/s, {pods_per_s:.0} pods/s",
+            w.jobs,
+            jobs / window
         );
-    }
+        let ratio = pods_per_s / ceiling;
+        let ratio_target = if settings.ground == Ground::Real {
+            0.7
+        } else {
+            0.5
+        };
+        println!(
+            "  dispatch ratio (pods/s ÷ ceiling): {ratio:.2}{}",
+            if w.targets.dispatch_ratio {
+                against(ratio, Bound::AtLeast(ratio_target), "")
+            } else {
+                String::new()
+            }
+        );
+        if let Some(target) = w.targets.all_pods_created_s {
+            // The job whose pods were all there last.
+            let last_job = tracked
+                .iter()
+                .filter_map(|j| all_at(&j.pods_created, w.shape.replicas()))
+                .max()
+                .map_or(f64::NAN, |t| (t - first_submit).as_secs_f64());
+            println!(
+                "  first submit → the last job's pods all created: {last_job:.2} s{}",
+                against(last_job, Bound::AtMost(target), " s")
+            );
+        }
 
-    let to_pods: Vec<f64> = tracked
-        .iter()
-        .filter_map(|j| {
-            Some(ms(
-                all_at(&j.pods_created, w.shape.replicas())?,
-                j.submitted?,
-            ))
-        })
-        .collect();
-    let to_up: Vec<f64> = tracked
-        .iter()
-        .filter_map(|j| Some(ms(j.up?, j.submitted?)))
-        .collect();
-    let pod_to_job: Vec<f64> = tracked
-        .iter()
-        .filter_map(|j| Some(ms(j.up?, all_at(&j.pods_up, w.shape.replicas())?)))
-        .collect();
-    print_latency(
-        "submit → all the job's pods created",
-        to_pods,
-        w.jobs,
-        w.targets.submit_to_pods_p99_ms,
-    );
-    print_latency("submit → job Running (or Succeeded)", to_up, w.jobs, None);
-    print_latency(
-        "last pod Running (pod watch) → job Running (job watch)",
-        pod_to_job,
-        w.jobs,
-        w.targets.pod_to_job_p99_ms,
-    );
-    if track_now.relists > 0 || track_now.watch_errors > 0 {
-        println!(
-            "  note: the bench's watches re-listed {} times and failed {} times: events may have been missed",
-            track_now.relists, track_now.watch_errors
+        let to_pods: Vec<f64> = tracked
+            .iter()
+            .filter_map(|j| {
+                Some(ms(
+                    all_at(&j.pods_created, w.shape.replicas())?,
+                    j.submitted?,
+                ))
+            })
+            .collect();
+        let to_up: Vec<f64> = tracked
+            .iter()
+            .filter_map(|j| Some(ms(j.up?, j.submitted?)))
+            .collect();
+        let pod_to_job: Vec<f64> = tracked
+            .iter()
+            .filter_map(|j| Some(ms(j.up?, all_at(&j.pods_up, w.shape.replicas())?)))
+            .collect();
+        print_latency(
+            "submit → all the job's pods created",
+            to_pods,
+            w.jobs,
+            w.targets.submit_to_pods_p99_ms,
         );
+        print_latency("submit → job Running (or Succeeded)", to_up, w.jobs, None);
+        print_latency(
+            "last pod Running (pod watch) → job Running (job watch)",
+            pod_to_job,
+            w.jobs,
+            w.targets.pod_to_job_p99_ms,
+        );
+        if track_now.relists > 0 || track_now.watch_errors > 0 {
+            println!(
+                "  note: the bench's watches re-listed {} times and failed {} times: events may have been missed",
+                track_now.relists, track_now.watch_errors
+            );
+        }
     }
-    drop(track_now);
 
     let (writes_before, writes_after) = (before.writes(), after.writes());
     let mut total = 0.0;
-    let mut refused = 0.0;
     let mut kinds = Vec::new();
     for kind in ["pods", "services", "status", "events", "other"] {
-        let (all, failed) = writes_after.get(kind).copied().unwrap_or_default();
-        let (all0, failed0) = writes_before.get(kind).copied().unwrap_or_default();
-        total += all - all0;
-        refused += failed - failed0;
-        kinds.push(format!("{kind} {:.2}", (all - all0) / jobs));
+        let delta = writes_after.get(kind).copied().unwrap_or_default()
+            - writes_before.get(kind).copied().unwrap_or_default();
+        total += delta;
+        kinds.push(format!("{kind} {:.2}", delta / jobs));
     }
+    let errors_before = before.write_errors();
+    let errors: Vec<String> = after
+        .write_errors()
+        .into_iter()
+        .map(|(what, n)| {
+            (
+                n - errors_before.get(&what).copied().unwrap_or_default(),
+                what,
+            )
+        })
+        .filter(|(n, _)| *n > 0.0)
+        .map(|(n, what)| format!("{what}: {n:.0}"))
+        .collect();
     println!(
-        "  API writes per job: {:.2} ({}); {refused:.0} writes answered with an error{}",
+        "  API writes per job: {:.2} ({}){}",
         total / jobs,
         kinds.join(", "),
         w.targets
@@ -1528,6 +1559,12 @@ async fn measure(
             .map(|t| against(total / jobs, Bound::AtMost(t), ""))
             .unwrap_or_default()
     );
+    if !errors.is_empty() {
+        println!(
+            "  writes answered with an error (verb resource code: count): {}",
+            errors.join(", ")
+        );
+    }
 
     let per_1000 = |cpu: f64| cpu / jobs * 1000.0;
     let share = controller_cpu / clusters_cpu.max(1e-9);
@@ -1556,17 +1593,11 @@ async fn measure(
             against(now, Bound::AtMost(1024.0), " MiB")
         );
         let cpu = tree_cpu_seconds(controller.pid());
-        let writes: f64 = after.writes().values().map(|v| v.0).sum();
+        let writes: f64 = after.writes().values().sum();
         tokio::time::sleep(settings.idle).await;
         controller.check_alive()?;
         let idle_cpu = tree_cpu_seconds(controller.pid()) - cpu;
-        let idle_writes = Scrape::take(port)
-            .await?
-            .writes()
-            .values()
-            .map(|v| v.0)
-            .sum::<f64>()
-            - writes;
+        let idle_writes = Scrape::take(port).await?.writes().values().sum::<f64>() - writes;
         let percent = idle_cpu / settings.idle.as_secs_f64() * 100.0;
         println!(
             "  idle controller CPU over {:.0} s once nothing changes: {percent:.2} % of one core ({idle_writes:.0} API writes meanwhile){}",
@@ -1657,7 +1688,9 @@ fn print_latency(what: &str, mut values: Vec<f64>, jobs: usize, p99_target: Opti
         values.last().copied().unwrap_or(f64::NAN),
         values.len(),
         if negative > 0 {
-            format!("; {negative} negative: the job's event arrived before the pod's")
+            format!(
+                "; {negative} negative: the job's event arrived before the pod's, the watches lag differently"
+            )
         } else {
             String::new()
         },
