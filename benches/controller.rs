@@ -1041,6 +1041,24 @@ fn tree_cpu_seconds(root: u32) -> f64 {
     ticks as f64 / clock_ticks_per_second()
 }
 
+/// CPU seconds (utime + stime) of this process alone: the load generator
+/// and its watches (its children, the clusters and the controller, apart).
+fn own_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let number = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (number(11) + number(12)) as f64 / clock_ticks_per_second()
+}
+
 fn clock_ticks_per_second() -> f64 {
     static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
     *TICKS.get_or_init(|| {
@@ -1416,6 +1434,7 @@ async fn measure(
     let before = Scrape::take(port).await?;
     let controller_cpu = tree_cpu_seconds(controller.pid());
     let clusters_cpu = tree_cpu_seconds(ground.pid());
+    let bench_cpu = own_cpu_seconds();
     let first_submit = Instant::now();
     let deadline = first_submit + w.deadline(settings);
     // A refused create shows as a job that cannot reach its phase.
@@ -1428,6 +1447,7 @@ async fn measure(
     let after = settle(port, &mut controller, quiet).await?;
     let controller_cpu = tree_cpu_seconds(controller.pid()) - controller_cpu;
     let clusters_cpu = tree_cpu_seconds(ground.pid()) - clusters_cpu;
+    let bench_cpu = own_cpu_seconds() - bench_cpu;
 
     let jobs = w.jobs as f64;
     // The watches wait for this lock: no await while it is held.
@@ -1583,6 +1603,9 @@ async fn measure(
         },
         per_1000(clusters_cpu),
         against(share, Bound::AtMost(0.5), "")
+    );
+    println!(
+        "  (the load generator and its watches, this process: {bench_cpu:.2} s of CPU in the same window)"
     );
     let peak = proc_status_mib(controller.pid(), "VmHWM").unwrap_or(f64::NAN);
     let now = proc_status_mib(controller.pid(), "VmRSS").unwrap_or(f64::NAN);
