@@ -1,125 +1,475 @@
-//! The controller end to end, in a release build: `cargo bench --bench controller`.
-//! Simulated clusters and the controller run in this process and meet over
-//! loopback HTTP, as in `tfjob-federator demo`; jobs are submitted through
-//! the API and followed through a watch on home.
+//! The controller end to end, each part in a process of its own:
+//! `cargo bench --bench controller` (README "The controller end to end" says
+//! what every figure means and how it is measured).
 //!
-//! 1. Single cluster (home only, 50 nodes): `CONTROLLER_BENCH_JOBS` jobs
-//!    (default 1,000) of 1 chief + 3 workers, cpu requests only, submitted
-//!    by 4 concurrent clients as fast as they go.
-//! 2. Federated (home + 2 members, home a target too): `CONTROLLER_BENCH_FEDERATED_JOBS`
-//!    jobs (default 300) of 1 chief + 7 workers with 1 GPU each, Pack
-//!    strategy, on 30 nodes of 8 GPUs per cluster: room for about a third
-//!    of the jobs at a time, so that the rest wait for capacity.
+//! Per workload, started fresh:
+//! - the clusters: `tfjob-federator sim --register …` (the release binary,
+//!   built by cargo for this bench) or, with `BENCH_GROUND=real`,
+//!   `hack/real-clusters` with the same flags; ready once `DIR/ready` exists;
+//! - the ground's raw ceiling: pod creates/s from 8 clients straight to
+//!   home, before the controller starts (pods no scheduler takes; deleted after);
+//! - the controller: `tfjob-federator run --kubeconfig DIR/home.kubeconfig
+//!   --metrics-addr 127.0.0.1:PORT [--config $BENCH_CONTROLLER_CONFIG]`,
+//!   killed when the workload ends;
+//! - the load generator, here: 4 clients submitting jobs as fast as they
+//!   go, or one job every 1/rate seconds; watches on home (jobs) and on every
+//!   cluster (the managed pods) timestamp every event as it arrives.
 //!
-//! Every replica stays Pending 0.1 s and runs 1 s. The controller runs with
-//! `ControllerConfig::default()`. Numbers come from a watch on home and from
-//! the controller's own metrics (its Prometheus text); the process exits
-//! non-zero when a job does not succeed. `RUST_LOG` sets the log level
-//! (default warn, on stderr).
+//! Workloads (`BENCH_WORKLOADS=a,b,c,d,e`; `b` is `b-pack` and `b-spread`):
+//! (a) 1,000 jobs × 4 replicas on home alone, as fast as possible;
+//! (b) 1,000 jobs × 8 replicas (1 GPU each) over home + 3 members, Pack and
+//!     Spread, room for all at once, as fast as possible;
+//! (c) 50 jobs/s for 60 s, 8 replicas, Spread, home + 3 members;
+//! (d) 10,000 jobs × 8 replicas that keep running: memory, idle CPU;
+//! (e) placement: home + 100 members × 50 nodes, 1,000 jobs of 8 GPUs where
+//!     about 600 fit at a time; the rest are placed as jobs end.
+//!
+//! Sizes: `BENCH_SCALE` (a factor on every job count and on (c)'s duration),
+//! `BENCH_A_JOBS`, `BENCH_B_JOBS`, `BENCH_C_RATE`, `BENCH_C_SECONDS`,
+//! `BENCH_D_JOBS`, `BENCH_E_JOBS`, `BENCH_E_MEMBERS`, `BENCH_E_NODES`,
+//! `BENCH_IDLE_SECONDS`, `BENCH_CEILING_PODS`, `BENCH_DEADLINE_SECONDS`;
+//! `BENCH_SMOKE=1` makes every workload tiny (CI). The process exits
+//! non-zero when a job does not reach its expected phase in time, a
+//! submission fails, or the controller or the clusters die.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use anyhow::{Context, bail};
 use futures::StreamExt;
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube_sim::{self as sim, NodeShape, RunningCluster, SimOptions};
-use serde_json::{Value, json};
-use tfjob_federator::api::{
-    JobPhase, MemberCluster, TensorFlowTrainingJob, TensorFlowTrainingJobStatus,
-};
-use tfjob_federator::config::ControllerConfig;
+use serde_json::json;
+use tfjob_federator::api::{JobPhase, MemberCluster, TensorFlowTrainingJob};
 use tfjob_federator::demo::progress;
-use tfjob_federator::telemetry::Metrics;
-use tfjob_federator::{controller, join};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const NAMESPACE: &str = "default";
 /// Concurrent submitting clients, each with a connection of its own.
-const CLIENTS: usize = 4;
-/// Enough for the defaults to finish several times over; a job still
-/// running then is stuck.
-const DEADLINE: Duration = Duration::from_secs(150);
-/// Setup steps (controller sync, members Ready) take well under a second.
-const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
-/// After the last job ends, the watch goes on until it has been quiet this
-/// long, so that trailing status writes count too: detail-only changes wait
-/// up to 4 × `statusDetailIntervalMs` (4 s by default).
-const SETTLE: Duration = Duration::from_secs(5);
-/// How often the controller's own count of Succeeded jobs is read, to tell
-/// its progress from the watch's (which lags when the CPUs are saturated).
-const SAMPLE: Duration = Duration::from_millis(100);
+const SUBMITTERS: usize = 4;
+/// Concurrent clients of the ceiling measurement (as `benches/sim.rs`).
+const CEILING_CLIENTS: usize = 8;
+const MANAGED: &str = "app.kubernetes.io/managed-by=tfjob-federator";
+const JOB_NAME_LABEL: &str = "federation.tfjob.io/job-name";
+const CEILING_LABEL: &str = "bench.tfjob.io/ceiling";
+/// GPUs per simulated node in the GPU workloads (b, c): few nodes, room for
+/// every replica.
+const GPUS_PER_NODE: u32 = 32;
 
-/// What a scenario runs.
-struct Scenario {
-    title: String,
-    /// Member clusters besides home.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Ground {
+    Sim,
+    Real,
+}
+
+enum Load {
+    /// `SUBMITTERS` clients, each submitting its next job once the last one is answered.
+    AsFastAsPossible,
+    /// One job every 1/`per_second` seconds (answers not awaited), for `jobs` jobs.
+    Rate { per_second: f64 },
+}
+
+/// The phase a job must reach for the workload to pass.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    Succeeded,
+    /// Running with every pod up: the pods keep running (workload d).
+    Running,
+}
+
+/// What each job of a workload looks like.
+struct Shape {
+    /// 1 chief + this many workers.
+    workers: usize,
+    /// One `nvidia.com/gpu` per replica (and 100m cpu); else 100m cpu only.
+    gpu: bool,
+    /// `spec.scheduler.federation.strategy`.
+    strategy: Option<&'static str>,
+    /// `sim.federation.tfjob.io/run-seconds` (pending 0.1 s).
+    run_seconds: f64,
+}
+
+impl Shape {
+    fn replicas(&self) -> usize {
+        1 + self.workers
+    }
+}
+
+/// One workload: one fresh set of clusters and one controller.
+struct Workload {
+    key: &'static str,
+    what: &'static str,
     members: usize,
-    nodes: NodeShape,
+    nodes: usize,
+    gpus_per_node: u32,
     jobs: usize,
-    job: fn(&str) -> TensorFlowTrainingJob,
-    federated: bool,
+    load: Load,
+    shape: Shape,
+    expect: Expect,
+    /// (d): memory with every job live, then idle CPU.
+    idle: bool,
+    /// (e): the placement histogram.
+    placement: bool,
+    /// Targets of the issue that apply to this workload.
+    targets: Targets,
 }
 
-/// One replica type of a bench job; every replica is Pending 0.1 s and runs 1 s.
-fn replica_spec(replica_type: &str, replicas: i32, resources: Value) -> Value {
-    json!({
-        "type": replica_type,
-        "replicas": replicas,
-        "template": {
-            "metadata": {"annotations": {
-                "sim.federation.tfjob.io/pending-seconds": "0.1",
-                "sim.federation.tfjob.io/run-seconds": "1",
-            }},
-            "spec": {"containers": [{
-                "name": "tensorflow",
-                "image": "tensorflow/tensorflow:2.15.0",
-                "command": ["python", "/app/train.py"],
-                "resources": resources,
-            }]},
-        },
-    })
+#[derive(Default)]
+struct Targets {
+    dispatch_ratio: bool,
+    /// Seconds from the first submit until the last job's pods all exist.
+    all_pods_created_s: Option<f64>,
+    submit_to_pods_p99_ms: Option<f64>,
+    pod_to_job_p99_ms: Option<f64>,
+    writes_per_job: Option<f64>,
 }
 
-fn job_of(name: &str, spec: Value) -> TensorFlowTrainingJob {
-    serde_json::from_value(json!({
-        "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": spec,
-    }))
-    .expect("the bench job is a valid TensorFlowTrainingJob")
+struct Settings {
+    ground: Ground,
+    smoke: bool,
+    scale: f64,
+    ceiling_pods: usize,
+    idle: Duration,
+    config: Option<PathBuf>,
+    deadline: Option<Duration>,
 }
 
-/// 1 chief + 3 workers asking for cpu only.
-fn cpu_job(name: &str) -> TensorFlowTrainingJob {
-    let cpu = json!({"requests": {"cpu": "100m"}});
-    job_of(
-        name,
-        json!({"replicaSpecs": [replica_spec("chief", 1, cpu.clone()), replica_spec("worker", 3, cpu)]}),
-    )
+/// `name` parsed, if set; an unparsable value is an error, not a default.
+fn env_parse<T: FromStr>(name: &str) -> anyhow::Result<Option<T>> {
+    match std::env::var(name) {
+        Ok(text) if !text.trim().is_empty() => text
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| anyhow::anyhow!("{name}={text:?} does not parse")),
+        _ => Ok(None),
+    }
 }
 
-/// 1 chief (cpu) + 7 workers with 1 GPU each, packed.
-fn gpu_job(name: &str) -> TensorFlowTrainingJob {
-    let chief = json!({"requests": {"cpu": "1"}});
-    let worker =
-        json!({"requests": {"cpu": "1", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}});
-    job_of(
-        name,
-        json!({
-            "scheduler": {"federation": {"strategy": "Pack"}},
-            "replicaSpecs": [replica_spec("chief", 1, chief), replica_spec("worker", 7, worker)],
-        }),
-    )
+impl Settings {
+    fn from_env() -> anyhow::Result<Settings> {
+        let ground = match std::env::var("BENCH_GROUND").as_deref() {
+            Ok("real") => Ground::Real,
+            Ok("sim") | Ok("") | Err(_) => Ground::Sim,
+            Ok(other) => bail!("BENCH_GROUND={other:?}: sim (default) or real"),
+        };
+        let smoke = std::env::var("BENCH_SMOKE").is_ok_and(|v| v != "0" && !v.is_empty());
+        let scale = env_parse::<f64>("BENCH_SCALE")?.unwrap_or(1.0);
+        anyhow::ensure!(scale > 0.0, "BENCH_SCALE must be positive");
+        let ceiling_pods = env_parse("BENCH_CEILING_PODS")?.unwrap_or(if smoke {
+            100
+        } else {
+            ((2_000.0 * scale.min(1.0)) as usize).max(100)
+        });
+        let idle = Duration::from_secs_f64(env_parse("BENCH_IDLE_SECONDS")?.unwrap_or(if smoke {
+            2.0
+        } else {
+            30.0
+        }));
+        Ok(Settings {
+            ground,
+            smoke,
+            scale,
+            ceiling_pods,
+            idle,
+            config: env_parse::<PathBuf>("BENCH_CONTROLLER_CONFIG")?,
+            deadline: env_parse::<f64>("BENCH_DEADLINE_SECONDS")?.map(Duration::from_secs_f64),
+        })
+    }
+
+    /// `var` if set, else the smoke size, else `full` × `BENCH_SCALE` (at least 1).
+    fn count(&self, var: &str, full: usize, smoke: usize) -> anyhow::Result<usize> {
+        Ok(match env_parse::<usize>(var)? {
+            Some(n) => n,
+            None if self.smoke => smoke,
+            None => ((full as f64 * self.scale).round() as usize).max(1),
+        })
+    }
+
+    fn workloads(&self) -> anyhow::Result<Vec<Workload>> {
+        let selected: Vec<String> = std::env::var("BENCH_WORKLOADS")
+            .unwrap_or_else(|_| "a,b,c,d,e".into())
+            .split(',')
+            .map(|s| s.trim().to_ascii_lowercase())
+            .filter(|s| !s.is_empty())
+            .collect();
+        for key in &selected {
+            anyhow::ensure!(
+                ["a", "b", "b-pack", "b-spread", "c", "d", "e"].contains(&key.as_str()),
+                "BENCH_WORKLOADS: unknown workload {key:?} (a, b, b-pack, b-spread, c, d, e)"
+            );
+        }
+        let wanted = |key: &str| {
+            selected.iter().any(|s| {
+                s == key
+                    || key
+                        .strip_prefix(s.as_str())
+                        .is_some_and(|r| r.starts_with('-'))
+            })
+        };
+        let mut all = Vec::new();
+
+        let jobs = self.count("BENCH_A_JOBS", 1_000, 10)?;
+        all.push(Workload {
+            key: "a",
+            what: "single cluster, as fast as possible",
+            members: 0,
+            // 80 replicas of 100m per node at most (the default node holds 110 pods).
+            nodes: (jobs * 4).div_ceil(80).clamp(2, 50),
+            gpus_per_node: 4,
+            jobs,
+            load: Load::AsFastAsPossible,
+            shape: Shape {
+                workers: 3,
+                gpu: false,
+                strategy: None,
+                run_seconds: 1.0,
+            },
+            expect: Expect::Succeeded,
+            idle: false,
+            placement: false,
+            targets: Targets {
+                dispatch_ratio: true,
+                writes_per_job: Some(16.0),
+                ..Targets::default()
+            },
+        });
+
+        let jobs = self.count("BENCH_B_JOBS", 1_000, 10)?;
+        for strategy in ["Pack", "Spread"] {
+            all.push(Workload {
+                key: if strategy == "Pack" {
+                    "b-pack"
+                } else {
+                    "b-spread"
+                },
+                what: "federated, as fast as possible, room for every job at once",
+                members: 3,
+                nodes: gpu_nodes(jobs * 8, 4),
+                gpus_per_node: GPUS_PER_NODE,
+                jobs,
+                load: Load::AsFastAsPossible,
+                shape: Shape {
+                    workers: 7,
+                    gpu: true,
+                    strategy: Some(strategy),
+                    run_seconds: 1.0,
+                },
+                expect: Expect::Succeeded,
+                idle: false,
+                placement: false,
+                targets: Targets {
+                    dispatch_ratio: true,
+                    all_pods_created_s: Some(10.0),
+                    ..Targets::default()
+                },
+            });
+        }
+
+        let rate =
+            env_parse::<f64>("BENCH_C_RATE")?.unwrap_or(if self.smoke { 10.0 } else { 50.0 });
+        let seconds = env_parse::<f64>("BENCH_C_SECONDS")?.unwrap_or(if self.smoke {
+            2.0
+        } else {
+            60.0 * self.scale
+        });
+        anyhow::ensure!(rate > 0.0, "BENCH_C_RATE must be positive");
+        let jobs = ((rate * seconds).round() as usize).max(1);
+        all.push(Workload {
+            key: "c",
+            what: "sustained rate, for latency",
+            members: 3,
+            // A job lives about 2 s; room for 20 s worth of jobs at once.
+            nodes: gpu_nodes(jobs.min((rate * 20.0).ceil() as usize) * 8, 4),
+            gpus_per_node: GPUS_PER_NODE,
+            jobs,
+            load: Load::Rate { per_second: rate },
+            shape: Shape {
+                workers: 7,
+                gpu: true,
+                strategy: Some("Spread"),
+                run_seconds: 1.0,
+            },
+            expect: Expect::Succeeded,
+            idle: false,
+            placement: false,
+            targets: Targets {
+                submit_to_pods_p99_ms: Some(1_000.0),
+                pod_to_job_p99_ms: Some(500.0),
+                ..Targets::default()
+            },
+        });
+
+        let jobs = self.count("BENCH_D_JOBS", 10_000, 50)?;
+        all.push(Workload {
+            key: "d",
+            what: "many live jobs: memory, then idle CPU",
+            members: 3,
+            // Spread: a quarter of the pods per cluster, at most 100 of the
+            // 110 a node holds.
+            nodes: (jobs * 8).div_ceil(4 * 100).max(2),
+            gpus_per_node: 4,
+            jobs,
+            load: Load::AsFastAsPossible,
+            shape: Shape {
+                workers: 7,
+                gpu: false,
+                strategy: Some("Spread"),
+                run_seconds: 86_400.0,
+            },
+            expect: Expect::Running,
+            idle: true,
+            placement: false,
+            targets: Targets {
+                dispatch_ratio: true,
+                ..Targets::default()
+            },
+        });
+
+        let jobs = self.count("BENCH_E_JOBS", 1_000, 20)?;
+        let members = env_parse("BENCH_E_MEMBERS")?.unwrap_or(if self.smoke { 5 } else { 100 });
+        let nodes: usize = env_parse("BENCH_E_NODES")?.unwrap_or(if self.smoke { 5 } else { 50 });
+        all.push(Workload {
+            key: "e",
+            what: "placement: many members, jobs wait for capacity that jobs free as they end",
+            members,
+            nodes,
+            // At least one 8-GPU job per cluster; with 50 nodes of 1 GPU,
+            // 6 per cluster.
+            gpus_per_node: u32::try_from(8usize.div_ceil(nodes.max(1))).unwrap_or(8),
+            jobs,
+            load: Load::AsFastAsPossible,
+            shape: Shape {
+                workers: 7,
+                gpu: true,
+                strategy: Some("Pack"),
+                run_seconds: 2.0,
+            },
+            expect: Expect::Succeeded,
+            idle: false,
+            placement: true,
+            targets: Targets::default(),
+        });
+
+        Ok(all.into_iter().filter(|w| wanted(w.key)).collect())
+    }
 }
 
-fn env_count(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+/// Nodes per cluster for `replicas` GPU replicas over `clusters` clusters,
+/// with 10 % to spare (Pack fills clusters unevenly by whole jobs).
+fn gpu_nodes(replicas: usize, clusters: usize) -> usize {
+    (replicas * 11 / 10)
+        .div_ceil(clusters * GPUS_PER_NODE as usize)
+        .max(1)
+        + 1
+}
+
+impl Workload {
+    fn describe(&self, ground: Ground) -> String {
+        let load = match self.load {
+            Load::AsFastAsPossible => format!("as fast as {SUBMITTERS} clients go"),
+            Load::Rate { per_second } => format!(
+                "{per_second} jobs/s for {:.1} s",
+                self.jobs as f64 / per_second
+            ),
+        };
+        let requests = if self.shape.gpu {
+            "1 GPU + 100m cpu each"
+        } else {
+            "100m cpu each"
+        };
+        let clusters = if self.members == 0 {
+            "home only".to_string()
+        } else {
+            format!("home + {} members", self.members)
+        };
+        let strategy = self
+            .shape
+            .strategy
+            .filter(|_| self.members > 0)
+            .map(|s| format!(", {s}"))
+            .unwrap_or_default();
+        let run = if self.expect == Expect::Running {
+            "pods keep running".to_string()
+        } else {
+            format!("pods run {} s", self.shape.run_seconds)
+        };
+        format!(
+            "({}) {}: {} jobs × {} replicas (1 chief + {} workers, {requests}; {run}){strategy}; {clusters}, {} nodes × {} GPUs per cluster; {load}; ground {:?}",
+            self.key,
+            self.what,
+            self.jobs,
+            self.shape.replicas(),
+            self.shape.workers,
+            self.nodes,
+            self.gpus_per_node,
+            ground,
+        )
+    }
+
+    fn job(&self, name: &str) -> anyhow::Result<TensorFlowTrainingJob> {
+        let resources = if self.shape.gpu {
+            json!({"requests": {"cpu": "100m", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}})
+        } else {
+            json!({"requests": {"cpu": "100m"}})
+        };
+        let replica = |replica_type: &str, replicas: usize| {
+            json!({
+                "type": replica_type,
+                "replicas": replicas,
+                "template": {
+                    "metadata": {"annotations": {
+                        "sim.federation.tfjob.io/pending-seconds": "0.1",
+                        "sim.federation.tfjob.io/run-seconds": self.shape.run_seconds.to_string(),
+                    }},
+                    "spec": {"containers": [{
+                        "name": "tensorflow",
+                        "image": "tensorflow/tensorflow:2.15.0",
+                        "command": ["python", "/app/train.py"],
+                        "resources": resources,
+                    }]},
+                },
+            })
+        };
+        let mut spec = json!({
+            "replicaSpecs": [replica("chief", 1), replica("worker", self.shape.workers)],
+        });
+        if let Some(strategy) = self.shape.strategy {
+            spec["scheduler"] = json!({"federation": {"strategy": strategy}});
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": spec,
+        }))
+        .context("the bench job is not a valid TensorFlowTrainingJob")
+    }
+
+    fn deadline(&self, settings: &Settings) -> Duration {
+        settings.deadline.unwrap_or_else(|| {
+            let submitting = match self.load {
+                Load::Rate { per_second } => self.jobs as f64 / per_second,
+                Load::AsFastAsPossible => 0.0,
+            };
+            let per_job = if settings.ground == Ground::Real {
+                0.5
+            } else {
+                0.2
+            };
+            Duration::from_secs_f64(60.0 + submitting + per_job * self.jobs as f64)
+        })
+    }
+}
+
+fn job_name(n: usize) -> String {
+    format!("bench-{n:05}")
 }
 
 fn main() {
@@ -130,461 +480,603 @@ fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
-    let single = env_count("CONTROLLER_BENCH_JOBS", 1_000);
-    let federated = env_count("CONTROLLER_BENCH_FEDERATED_JOBS", 300);
-    let scenarios = [
-        Scenario {
-            title: format!(
-                "single cluster: {single} jobs × 4 replicas (1 chief + 3 workers, 100m cpu each), home only, 50 nodes"
-            ),
-            members: 0,
-            nodes: NodeShape {
-                count: 50,
-                ..Default::default()
-            },
-            jobs: single,
-            job: cpu_job,
-            federated: false,
-        },
-        // 30 nodes × 8 GPUs hold 34 jobs of 7 GPUs per cluster, 102 at a
-        // time in all: most jobs are placed as they come, the rest wait
-        // for capacity.
-        Scenario {
-            title: format!(
-                "federated: {federated} jobs × 8 replicas (1 chief + 7 workers with 1 GPU each), Pack, home + 2 members, 30 nodes × 8 GPUs each"
-            ),
-            members: 2,
-            nodes: NodeShape {
-                count: 30,
-                gpus: 8,
-                ..Default::default()
-            },
-            jobs: federated,
-            job: gpu_job,
-            federated: true,
-        },
-    ];
-    let mut passed = true;
-    for scenario in scenarios.iter().filter(|s| s.jobs > 0) {
-        passed &= run(scenario);
-    }
-    if !passed {
+    if let Err(e) = run_all() {
+        println!("FAILED: {e:#}");
         std::process::exit(1);
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
+fn run_all() -> anyhow::Result<()> {
+    let settings = Settings::from_env()?;
+    let binary = controller_binary()?;
+    let workloads = settings.workloads()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .expect("a tokio runtime starts")
+        .context("starting the tokio runtime")?;
+    let scaled = settings.smoke || settings.scale != 1.0;
+    println!(
+        "controller benchmark: {} workload(s) on the {:?} ground, binary {}{}",
+        workloads.len(),
+        settings.ground,
+        binary.display(),
+        if scaled {
+            " (sizes reduced: the targets are for the full sizes)"
+        } else {
+            ""
+        }
+    );
+    println!();
+    let mut results = Vec::new();
+    let mut failed = Vec::new();
+    for workload in &workloads {
+        println!("{}", workload.describe(settings.ground));
+        match runtime.block_on(run_workload(workload, &settings, &binary)) {
+            Ok(result) => results.push(result),
+            Err(e) => {
+                println!("  FAILED: {e:#}");
+                failed.push(workload.key);
+            }
+        }
+        println!();
+    }
+    summary(&results);
+    if !failed.is_empty() {
+        bail!("workload(s) {} failed", failed.join(", "));
+    }
+    Ok(())
 }
 
-/// Runs one scenario and prints its block; true when every job succeeded.
-///
-/// The clusters run on one runtime and the controller in an actix System
-/// on another, as in `demo`: the controller's is dropped first (its actors,
-/// watches and connections with it), then the clusters stop, so the
-/// controller never sees them vanish. The submitting and watching clients
-/// get a third: the System runs every actor on the thread that drives it,
-/// and a watch served there would see events late whenever the actors are
-/// busy, as users of the controller never do.
-fn run(scenario: &Scenario) -> bool {
-    let sim_runtime = runtime();
-    let client_runtime = runtime();
-    let options = SimOptions {
-        nodes: scenario.nodes.clone(),
-        ..Default::default()
+/// The release binary cargo built for this bench (`cargo bench` builds the
+/// package's binaries with the bench profile, which is release).
+fn controller_binary() -> anyhow::Result<PathBuf> {
+    let path = PathBuf::from(env!("CARGO_BIN_EXE_tfjob-federator"));
+    if !path.exists() {
+        bail!(
+            "{} is missing: run `cargo build --release --bin tfjob-federator` (or `cargo bench --bench controller`, which builds it)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// A child process, killed when dropped (the real-clusters launcher is
+/// first asked to stop by closing its standard input).
+struct Proc {
+    what: &'static str,
+    child: Child,
+    log: PathBuf,
+    stops_on_eof: bool,
+}
+
+impl Proc {
+    fn spawn(
+        what: &'static str,
+        mut command: Command,
+        log: PathBuf,
+        stops_on_eof: bool,
+    ) -> anyhow::Result<Proc> {
+        let file =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let child = command
+            .stdin(if stops_on_eof {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .with_context(|| format!("starting {what}: {command:?}"))?;
+        Ok(Proc {
+            what,
+            child,
+            log,
+            stops_on_eof,
+        })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// An error when the process has exited, with the end of its log.
+    fn check_alive(&mut self) -> anyhow::Result<()> {
+        match self.child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => bail!(
+                "the {} process exited ({status}); the end of its log {}:\n{}",
+                self.what,
+                self.log.display(),
+                log_tail(&self.log, 20)
+            ),
+            Err(e) => bail!("the {} process cannot be waited for: {e}", self.what),
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.stops_on_eof {
+            drop(self.child.stdin.take());
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+fn repo_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// Starts the clusters (`sim` or `hack/real-clusters`) and waits for `DIR/ready`.
+async fn start_ground(
+    w: &Workload,
+    settings: &Settings,
+    binary: &Path,
+    dir: &Path,
+) -> anyhow::Result<Proc> {
+    let flags = [
+        "--clusters".to_string(),
+        (w.members + 1).to_string(),
+        "--kubeconfig-dir".to_string(),
+        dir.display().to_string(),
+        "--nodes".to_string(),
+        w.nodes.to_string(),
+        "--gpus-per-node".to_string(),
+        w.gpus_per_node.to_string(),
+        "--register".to_string(),
+    ];
+    let (mut command, limit, what) = match settings.ground {
+        Ground::Sim => {
+            let mut command = Command::new(binary);
+            command.arg("sim");
+            (command, Duration::from_secs(300), "clusters (sim)")
+        }
+        Ground::Real => {
+            let mut command = Command::new(repo_path("hack/real-clusters"));
+            command.env("REAL_CLUSTERS_EXIT_ON_STDIN_EOF", "1");
+            // A first run builds Kubernetes from Go modules.
+            (
+                command,
+                Duration::from_secs(45 * 60),
+                "clusters (hack/real-clusters)",
+            )
+        }
     };
-    let clusters: Vec<RunningCluster> = sim_runtime.block_on(async {
-        let mut clusters = Vec::new();
-        for name in sim::cluster_names(scenario.members + 1) {
-            clusters.push(
-                sim::start_cluster(&name, &options)
-                    .await
-                    .expect("a simulated cluster starts"),
+    command.args(&flags);
+    if std::env::var_os("RUST_LOG").is_none() {
+        command.env("RUST_LOG", "warn");
+    }
+    let mut ground = Proc::spawn(
+        what,
+        command,
+        dir.join("clusters.log"),
+        settings.ground == Ground::Real,
+    )?;
+    let started = Instant::now();
+    while !dir.join("ready").exists() {
+        ground.check_alive()?;
+        if started.elapsed() > limit {
+            bail!(
+                "the clusters are not ready after {limit:?}; log: {}",
+                ground.log.display()
             );
         }
-        clusters
-    });
-    let kubeconfigs: Vec<(String, String)> = clusters
-        .iter()
-        .map(|c| (c.name.clone(), c.kubeconfig()))
-        .collect();
-    let controller_runtime = runtime();
-    let system = actix::System::with_tokio_rt(move || controller_runtime);
-    let passed = system.block_on(drive(scenario, &kubeconfigs, client_runtime.handle()));
-    drop(system);
-    drop(client_runtime);
-    sim_runtime.block_on(async {
-        for cluster in clusters {
-            cluster.stop().await;
-        }
-    });
-    passed
-}
-
-async fn kube_config(kubeconfig: &str) -> kube::Config {
-    let kc = Kubeconfig::from_yaml(kubeconfig).expect("the kubeconfig parses");
-    kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .expect("the kubeconfig is usable")
-}
-
-async fn client(kubeconfig: &str) -> kube::Client {
-    kube::Client::try_from(kube_config(kubeconfig).await).expect("the client builds")
-}
-
-/// Polls `missing` until it names nothing missing; panics after `SETUP_TIMEOUT`.
-async fn wait_until<F, Fut>(what: &str, mut missing: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<String>>,
-{
-    let deadline = Instant::now() + SETUP_TIMEOUT;
-    loop {
-        let Some(why) = missing().await else { return };
-        assert!(Instant::now() < deadline, "{what}: {why}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    println!(
+        "  clusters: {} ready in {:.1} s (pid {})",
+        what,
+        started.elapsed().as_secs_f64(),
+        ground.pid()
+    );
+    Ok(ground)
 }
 
-/// Sets up the controller, runs the jobs (the clients on `clients`), prints the block.
-async fn drive(
-    scenario: &Scenario,
-    kubeconfigs: &[(String, String)],
-    clients: &tokio::runtime::Handle,
-) -> bool {
-    let ((_, home_kubeconfig), members) =
-        kubeconfigs.split_first().expect("there is a home cluster");
-    join::register_members(home_kubeconfig, members)
+async fn client(dir: &Path, cluster: &str) -> anyhow::Result<kube::Client> {
+    let path = dir.join(format!("{cluster}.kubeconfig"));
+    let kubeconfig =
+        Kubeconfig::read_from(&path).with_context(|| format!("reading {}", path.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .expect("the CRDs install and the members register");
-    let running = controller::start(
-        kube_config(home_kubeconfig).await,
-        ControllerConfig::default(),
-    )
-    .await
-    .expect("the controller starts");
-    let readiness = running.readiness();
-    wait_until("the controller syncs", || {
-        let missing = readiness.check().err();
-        async move { missing }
-    })
-    .await;
-    let member_api: Api<MemberCluster> = Api::all(client(home_kubeconfig).await);
-    let names: Vec<String> = members.iter().map(|(n, _)| n.clone()).collect();
-    wait_until("the members turn Ready", || {
-        let (api, names) = (member_api.clone(), names.clone());
-        async move {
-            let list = match api.list(&Default::default()).await {
-                Ok(list) => list,
-                Err(e) => return Some(format!("listing MemberClusters: {e}")),
-            };
-            names.iter().find_map(|name| {
-                match list
-                    .items
-                    .iter()
-                    .find(|m| m.metadata.name.as_ref() == Some(name))
-                {
-                    Some(member) => {
-                        progress::member_not_ready(member).map(|why| format!("{name}: {why}"))
-                    }
-                    None => Some(format!("{name}: not registered")),
-                }
-            })
-        }
-    })
-    .await;
-
-    let outcome = clients
-        .spawn(follow(
-            scenario.jobs,
-            scenario.job,
-            home_kubeconfig.clone(),
-            running.metrics(),
-        ))
-        .await
-        .expect("the clients finish");
-    let metrics = running.metrics().encode().expect("the metrics encode");
-    report(scenario, &outcome, &metrics)
+        .with_context(|| format!("using {}", path.display()))?;
+    kube::Client::try_from(config).context("building a kube client")
 }
 
-/// What the watch saw of one job.
-#[derive(Default)]
-struct Seen {
-    status: Option<TensorFlowTrainingJobStatus>,
-    /// Events whose status differs from the one before: status writes (a
-    /// write that leaves the stored object as it was makes no event, as on
-    /// Kubernetes, so it is not counted here).
-    status_writes: usize,
-    /// Status writes seen after the one that ended the job.
-    writes_after_end: usize,
-    running: Option<Instant>,
-    ended: Option<(JobPhase, Instant)>,
+fn cluster_names(members: usize) -> Vec<String> {
+    std::iter::once("home".to_string())
+        .chain((1..=members).map(|i| format!("member-{i}")))
+        .collect()
 }
 
-struct Outcome {
-    /// Submission start of each job, by name.
-    submitted: HashMap<String, Instant>,
-    not_submitted: Vec<String>,
-    jobs: HashMap<String, Seen>,
-    first_submit: Instant,
-    last_submit_done: Instant,
-    /// When the watch saw the last job end (or the deadline passed).
-    finished: Instant,
-    /// When the controller's gauge first counted every job Succeeded.
-    all_written: Option<Instant>,
-    /// Re-lists of the watch after the first: events may have been missed.
-    relists: usize,
-}
-
-fn job_name(n: usize) -> String {
-    format!("bench-{n:05}")
-}
-
-/// Submits `total` jobs shaped by `shape` from `CLIENTS` clients and
-/// follows them through a watch on home until each has ended, then for
-/// `SETTLE`; meanwhile samples the controller's `metrics`.
-async fn follow(
-    total: usize,
-    shape: fn(&str) -> TensorFlowTrainingJob,
-    home_kubeconfig: String,
-    metrics: Arc<Metrics>,
-) -> Outcome {
-    let api: Api<TensorFlowTrainingJob> =
-        Api::namespaced(client(&home_kubeconfig).await, NAMESPACE);
-    let mut events = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    // The watch is established before the first submission.
-    loop {
-        match events.next().await {
-            Some(Ok(watcher::Event::InitDone)) => break,
-            Some(_) => {}
-            None => panic!("the job watch ended before it started"),
-        }
-    }
-
+/// The ground's raw ceiling: `total` pods created by `CEILING_CLIENTS`
+/// clients straight to home (pods naming a scheduler nobody runs, so the
+/// API server alone is measured); creates per second. Deletes them after.
+async fn ceiling(dir: &Path, total: usize) -> anyhow::Result<f64> {
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"labels": {CEILING_LABEL: "true"}},
+        "spec": {
+            "restartPolicy": "Never",
+            "schedulerName": "bench-nobody",
+            "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}],
+        },
+    }))
+    .context("the ceiling pod is not a valid Pod")?;
     let next = Arc::new(AtomicUsize::new(0));
-    let mut submitters = Vec::new();
-    for _ in 0..CLIENTS {
-        submitters.push(Api::<TensorFlowTrainingJob>::namespaced(
-            client(&home_kubeconfig).await,
+    let mut apis = Vec::new();
+    for _ in 0..CEILING_CLIENTS {
+        apis.push(Api::<Pod>::namespaced(
+            client(dir, "home").await?,
             NAMESPACE,
         ));
     }
-    let first_submit = Instant::now();
-    let tasks: Vec<_> = submitters
+    let started = Instant::now();
+    let tasks: Vec<_> = apis
         .into_iter()
         .map(|api| {
-            let next = next.clone();
+            let (next, mut pod) = (next.clone(), pod.clone());
             tokio::spawn(async move {
-                let mut submitted = Vec::new();
                 loop {
                     let n = next.fetch_add(1, Ordering::Relaxed);
                     if n >= total {
-                        return submitted;
+                        return anyhow::Ok(());
                     }
-                    let name = job_name(n);
-                    let at = Instant::now();
-                    let result = api.create(&PostParams::default(), &shape(&name)).await;
-                    let error = result.err().map(|e| e.to_string());
-                    submitted.push((name, at, Instant::now(), error));
+                    pod.metadata.name = Some(format!("bench-ceiling-{n}"));
+                    api.create(&PostParams::default(), &pod)
+                        .await
+                        .with_context(|| format!("creating ceiling pod {n}"))?;
                 }
             })
         })
         .collect();
-
-    let mut jobs: HashMap<String, Seen> = HashMap::new();
-    let mut relists = 0;
-    let mut ended = 0;
-    let deadline = first_submit + DEADLINE;
-    let mut finished = None;
-    let mut all_written = None;
-    let mut sampler = tokio::time::interval(SAMPLE);
-    let mut last_event = first_submit;
-    loop {
-        // Until every job ended: up to the deadline; then until SETTLE passes quietly.
-        let until = match finished {
-            None => deadline,
-            Some(_) => last_event + SETTLE,
-        };
-        let event = tokio::select! {
-            event = events.next() => event,
-            _ = sampler.tick(), if all_written.is_none() => {
-                let text = metrics.encode().unwrap_or_default();
-                let succeeded = sample(&text, "tfjob_federator_jobs{phase=\"Succeeded\"}");
-                if succeeded.is_some_and(|n| n >= total as f64) {
-                    all_written = Some(Instant::now());
-                }
-                continue;
-            }
-            _ = tokio::time::sleep_until(until.into()) => break,
-        };
-        last_event = Instant::now();
-        let job = match event {
-            Some(Ok(watcher::Event::Apply(job) | watcher::Event::InitApply(job))) => job,
-            Some(Ok(watcher::Event::Init)) => {
-                relists += 1;
-                continue;
-            }
-            Some(Ok(_)) => continue,
-            // The watcher backs off and retries; a missed change shows in
-            // the next event or the job runs into the deadline.
-            Some(Err(e)) => {
-                tracing::warn!(error = %e, "watching the jobs failed; retrying");
-                continue;
-            }
-            None => break,
-        };
-        let Some(name) = job.metadata.name.clone() else {
-            continue;
-        };
-        let seen = jobs.entry(name).or_default();
-        if job.status != seen.status {
-            seen.status_writes += 1;
-            if seen.ended.is_some() {
-                seen.writes_after_end += 1;
-            }
-        }
-        let now = last_event;
-        let phase = job.status.as_ref().and_then(|s| s.phase);
-        if phase == Some(JobPhase::Running) && seen.running.is_none() {
-            seen.running = Some(now);
-        }
-        if let Some(phase) = phase.filter(|p| p.is_terminal())
-            && seen.ended.is_none()
-        {
-            seen.ended = Some((phase, now));
-            ended += 1;
-            if ended == total {
-                finished = Some(now);
-            }
-        }
-        seen.status = job.status;
-    }
-    let finished = finished.unwrap_or_else(Instant::now);
-
-    let mut submitted = HashMap::new();
-    let mut not_submitted = Vec::new();
-    let mut last_submit_done = first_submit;
     for task in tasks {
-        for (name, at, done, error) in task.await.expect("a submitting client finishes") {
-            last_submit_done = last_submit_done.max(done);
-            match error {
-                Some(error) => not_submitted.push(format!("{name}: {error}")),
-                None => {
-                    submitted.insert(name, at);
-                }
+        task.await.context("a ceiling client panicked")??;
+    }
+    let elapsed = started.elapsed();
+    let api = Api::<Pod>::namespaced(client(dir, "home").await?, NAMESPACE);
+    let selector = ListParams::default().labels(&format!("{CEILING_LABEL}=true"));
+    api.delete_collection(&DeleteParams::default(), &selector)
+        .await
+        .context("deleting the ceiling pods")?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = api
+            .list_metadata(&selector)
+            .await
+            .context("listing the ceiling pods")?;
+        if left.items.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{} ceiling pods still there 60 s after their deletion",
+                left.items.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let rate = total as f64 / elapsed.as_secs_f64();
+    println!(
+        "  ground ceiling: {total} pods from {CEILING_CLIENTS} clients straight to home in {:.2} s = {rate:.0} creates/s",
+        elapsed.as_secs_f64()
+    );
+    Ok(rate)
+}
+
+/// Starts `run` against home and waits for /readyz, then for every member's `Ready`.
+async fn start_controller(
+    binary: &Path,
+    dir: &Path,
+    settings: &Settings,
+    members: usize,
+) -> anyhow::Result<(Proc, u16)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .context("finding a free port")?
+        .port();
+    let mut command = Command::new(binary);
+    command
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(dir.join("home.kubeconfig"))
+        .arg("--metrics-addr")
+        .arg(format!("127.0.0.1:{port}"));
+    if let Some(config) = &settings.config {
+        command.arg("--config").arg(config);
+    }
+    if std::env::var_os("RUST_LOG").is_none() {
+        command.env("RUST_LOG", "warn");
+    }
+    let mut controller = Proc::spawn("controller", command, dir.join("controller.log"), false)?;
+    let started = Instant::now();
+    let limit = Duration::from_secs(120);
+    loop {
+        controller.check_alive()?;
+        if let Ok((200, _)) = http_get(port, "/readyz").await {
+            break;
+        }
+        if started.elapsed() > limit {
+            bail!("the controller is not ready after {limit:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let api: Api<MemberCluster> = Api::all(client(dir, "home").await?);
+    loop {
+        controller.check_alive()?;
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .context("listing MemberClusters")?;
+        let not_ready: Vec<String> = list
+            .items
+            .iter()
+            .filter_map(|m| {
+                progress::member_not_ready(m)
+                    .map(|why| format!("{}: {why}", m.metadata.name.as_deref().unwrap_or("?")))
+            })
+            .collect();
+        if list.items.len() == members && not_ready.is_empty() {
+            break;
+        }
+        if started.elapsed() > limit {
+            bail!(
+                "{} of {members} members registered, not Ready after {limit:?}: {}",
+                list.items.len(),
+                not_ready.join("; ")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!(
+        "  controller: ready in {:.1} s (pid {}, metrics on 127.0.0.1:{port})",
+        started.elapsed().as_secs_f64(),
+        controller.pid()
+    );
+    Ok((controller, port))
+}
+
+/// A plain HTTP/1.0 GET on loopback: (status code, body).
+async fn http_get(port: u16, path: &str) -> anyhow::Result<(u16, String)> {
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+            .await?;
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await?;
+        anyhow::Ok(String::from_utf8_lossy(&answer).into_owned())
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(10), exchange)
+        .await
+        .with_context(|| format!("GET {path}: no answer in 10 s"))??;
+    let (head, body) = answer
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("GET {path}: not an HTTP answer"))?;
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .with_context(|| format!("GET {path}: no status code in {head:?}"))?;
+    Ok((code, body.to_string()))
+}
+
+/// The controller's metrics, parsed from the Prometheus text format.
+struct Scrape {
+    samples: Vec<(String, BTreeMap<String, String>, f64)>,
+}
+
+impl Scrape {
+    async fn take(port: u16) -> anyhow::Result<Scrape> {
+        let (code, body) = http_get(port, "/metrics").await?;
+        anyhow::ensure!(code == 200, "GET /metrics answered {code}");
+        Ok(Scrape::parse(&body))
+    }
+
+    fn parse(text: &str) -> Scrape {
+        let samples = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .filter_map(|line| {
+                let (series, value) = line.rsplit_once(' ')?;
+                let value: f64 = value.trim().parse().ok()?;
+                let (name, labels) = match series.split_once('{') {
+                    Some((name, rest)) => (name, rest.strip_suffix('}')?),
+                    None => (series, ""),
+                };
+                let labels = labels
+                    .split("\",")
+                    .filter(|l| !l.is_empty())
+                    .filter_map(|pair| {
+                        let (k, v) = pair.split_once("=\"")?;
+                        Some((k.to_string(), v.trim_end_matches('"').to_string()))
+                    })
+                    .collect();
+                Some((name.to_string(), labels, value))
+            })
+            .collect();
+        Scrape { samples }
+    }
+
+    fn series<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> impl Iterator<Item = (&'a BTreeMap<String, String>, f64)> + 'a {
+        self.samples
+            .iter()
+            .filter(move |(n, _, _)| n == name)
+            .map(|(_, l, v)| (l, *v))
+    }
+
+    /// API writes (create, update, patch, delete) by kind: pods, services,
+    /// status (`tensorflowtrainingjobs/status`), events, other.
+    fn writes(&self) -> BTreeMap<&'static str, f64> {
+        let mut kinds: BTreeMap<&'static str, f64> = BTreeMap::new();
+        for (labels, value) in self.series("tfjob_federator_api_requests_total") {
+            let verb = labels.get("verb").map_or("", String::as_str);
+            if !["create", "update", "patch", "delete"].contains(&verb) {
+                continue;
+            }
+            let kind = match labels.get("resource").map_or("", String::as_str) {
+                "pods" => "pods",
+                "services" => "services",
+                "tensorflowtrainingjobs/status" => "status",
+                "events" => "events",
+                _ => "other",
+            };
+            *kinds.entry(kind).or_default() += value;
+        }
+        kinds
+    }
+
+    /// API writes answered with an error, by "verb resource code".
+    fn write_errors(&self) -> BTreeMap<String, f64> {
+        let mut errors = BTreeMap::new();
+        for (labels, value) in self.series("tfjob_federator_api_requests_total") {
+            let get = |key: &str| labels.get(key).map_or("", String::as_str);
+            if ["create", "update", "patch", "delete"].contains(&get("verb"))
+                && !get("code").starts_with('2')
+            {
+                *errors
+                    .entry(format!(
+                        "{} {} {}",
+                        get("verb"),
+                        get("resource"),
+                        get("code")
+                    ))
+                    .or_default() += value;
             }
         }
+        errors
     }
-    Outcome {
-        submitted,
-        not_submitted,
-        jobs,
-        first_submit,
-        last_submit_done,
-        finished,
-        all_written,
-        relists,
-    }
-}
 
-/// The value of one series (name and labels as exported) in Prometheus text.
-fn sample(metrics: &str, series: &str) -> Option<f64> {
-    metrics.lines().find_map(|line| {
-        let value = line.strip_prefix(series)?.strip_prefix(' ')?;
-        value.trim().parse().ok()
-    })
-}
-
-/// A histogram read back from Prometheus text.
-struct Histogram {
-    /// (upper bound, cumulative count), ascending; the last is +Inf.
-    buckets: Vec<(f64, f64)>,
-    sum: f64,
-    count: f64,
-}
-
-impl Histogram {
-    fn read(metrics: &str, name: &str) -> Histogram {
-        let prefix = format!("{name}_bucket{{le=\"");
-        let buckets = metrics
-            .lines()
-            .filter_map(|line| {
-                let (le, count) = line.strip_prefix(&prefix)?.split_once("\"} ")?;
+    /// Cumulative buckets (upper bound, count) of a histogram, ascending.
+    fn buckets(&self, name: &str) -> Vec<(f64, f64)> {
+        let bucket = format!("{name}_bucket");
+        let mut buckets: Vec<(f64, f64)> = self
+            .series(&bucket)
+            .filter_map(|(labels, v)| {
+                let le = labels.get("le")?;
                 let le = if le == "+Inf" {
                     f64::INFINITY
                 } else {
                     le.parse().ok()?
                 };
-                Some((le, count.trim().parse().ok()?))
+                Some((le, v))
             })
             .collect();
-        Histogram {
-            buckets,
-            sum: sample(metrics, &format!("{name}_sum")).unwrap_or(0.0),
-            count: sample(metrics, &format!("{name}_count")).unwrap_or(0.0),
-        }
+        buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        buckets
     }
 
-    /// As Prometheus' histogram_quantile: linear within the bucket holding
-    /// the rank; the highest finite bound when the rank is in +Inf.
-    fn quantile(&self, q: f64) -> f64 {
-        let rank = q * self.count;
-        let (mut lower, mut below) = (0.0, 0.0);
-        for &(upper, cumulative) in &self.buckets {
-            if cumulative >= rank {
-                if upper.is_infinite() {
-                    return lower;
-                }
-                let share = if cumulative > below {
-                    (rank - below) / (cumulative - below)
-                } else {
-                    0.0
-                };
-                return lower + (upper - lower) * share;
-            }
-            (lower, below) = (upper, cumulative);
+    fn sum_by(&self, name: &str, label: &str) -> BTreeMap<String, f64> {
+        let mut sums = BTreeMap::new();
+        for (labels, value) in self.series(name) {
+            *sums
+                .entry(labels.get(label).cloned().unwrap_or_default())
+                .or_default() += value;
         }
-        lower
-    }
-
-    fn mean(&self) -> f64 {
-        if self.count > 0.0 {
-            self.sum / self.count
-        } else {
-            0.0
-        }
+        sums
     }
 }
 
-/// The q-quantile (nearest rank) of sorted values.
-fn nearest_rank(sorted: &[Duration], q: f64) -> Duration {
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len().max(1));
-    sorted.get(rank - 1).copied().unwrap_or_default()
+/// CPU seconds (utime + stime, and those of reaped children) of `root` and
+/// every live descendant: the controller, the `sim` process, or the
+/// real-clusters launcher with its API servers, etcd and the rest.
+fn tree_cpu_seconds(root: u32) -> f64 {
+    let mut parents: Vec<(u32, u32, u64)> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // Fields after the command (which may hold spaces): state, ppid, …
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                continue;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let number = |i: usize| {
+                fields
+                    .get(i)
+                    .and_then(|f| f.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            let ticks = number(11) + number(12) + number(13) + number(14);
+            parents.push((pid, number(1) as u32, ticks));
+        }
+    }
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(parents.iter().filter(|p| p.1 == parent).map(|p| p.0));
+        i += 1;
+    }
+    let ticks: u64 = parents
+        .iter()
+        .filter(|p| tree.contains(&p.0))
+        .map(|p| p.2)
+        .sum();
+    ticks as f64 / clock_ticks_per_second()
 }
 
-fn ms(d: Duration) -> String {
-    format!("{:.0} ms", d.as_secs_f64() * 1000.0)
+/// CPU seconds (utime + stime) of this process alone: the load generator
+/// and its watches (its children, the clusters and the controller, apart).
+fn own_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let number = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (number(11) + number(12)) as f64 / clock_ticks_per_second()
 }
 
-fn seconds_as_ms(s: f64) -> String {
-    format!("{:.0} ms", s * 1000.0)
+fn clock_ticks_per_second() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .unwrap_or(100.0)
+    })
 }
 
-fn seconds_as_us(s: f64) -> String {
-    format!("{:.0} µs", s * 1_000_000.0)
-}
-
-/// Peak resident set of the process (VmHWM), in MiB.
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+/// A `/proc/PID/status` figure in kB (VmRSS, VmHWM), as MiB.
+fn proc_status_mib(pid: u32, field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kb: f64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
         .trim()
         .trim_end_matches("kB")
         .trim()
@@ -593,181 +1085,685 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-/// Prints the scenario's block; true when every job was submitted and succeeded.
-fn report(scenario: &Scenario, outcome: &Outcome, metrics: &str) -> bool {
-    let n = scenario.jobs;
-    println!("{}", scenario.title);
-    let succeeded = outcome
-        .jobs
-        .values()
-        .filter(|s| matches!(s.ended, Some((JobPhase::Succeeded, _))))
-        .count();
-    let wall = outcome.finished - outcome.first_submit;
-    println!(
-        "  wall time, first submit until the watch saw every job end: {:.1} s; {succeeded}/{n} Succeeded",
-        wall.as_secs_f64(),
-    );
-    let written = outcome.all_written.map_or("never".to_string(), |at| {
-        format!("{:.1} s", (at - outcome.first_submit).as_secs_f64())
-    });
-    println!(
-        "  (the controller counted all {n} Succeeded after {written}, sampled every {} ms; submitting took {:.1} s from {CLIENTS} clients)",
-        SAMPLE.as_millis(),
-        (outcome.last_submit_done - outcome.first_submit).as_secs_f64(),
-    );
-    println!(
-        "  throughput: {:.1} jobs/s, {:.0} replicas/s",
-        n as f64 / wall.as_secs_f64(),
-        (n * replicas_of(scenario)) as f64 / wall.as_secs_f64(),
-    );
+/// What the watches saw of one job, timestamped on arrival.
+#[derive(Default)]
+struct JobTrack {
+    /// Just before its create request was sent.
+    submitted: Option<Instant>,
+    submit_error: Option<String>,
+    /// First event of each of its pods, by pod name.
+    pods_created: HashMap<String, Instant>,
+    /// First event showing each pod Running (or past it: Succeeded, Failed).
+    pods_up: HashMap<String, Instant>,
+    /// First job event with phase Running or Succeeded.
+    up: Option<Instant>,
+    ended: Option<(JobPhase, Instant)>,
+    phase: Option<JobPhase>,
+    last_condition: String,
+}
 
-    let mut to_running: Vec<Duration> = outcome
-        .submitted
-        .iter()
-        .filter_map(|(name, at)| Some(outcome.jobs.get(name)?.running? - *at))
-        .collect();
-    to_running.sort();
-    let unseen = outcome.submitted.len() - to_running.len();
-    let unseen_note = if unseen > 0 {
-        format!(" ({unseen} jobs never seen Running)")
-    } else {
-        String::new()
+#[derive(Default)]
+struct Track {
+    jobs: HashMap<String, JobTrack>,
+    watch_errors: usize,
+    /// Re-lists after the first: events may have been missed.
+    relists: usize,
+}
+
+type Shared = Arc<Mutex<Track>>;
+
+fn lock(track: &Shared) -> MutexGuard<'_, Track> {
+    track
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn record_job(track: &Shared, job: TensorFlowTrainingJob, now: Instant) {
+    let Some(name) = job.metadata.name else {
+        return;
     };
-    println!(
-        "  submit to Running, create request to watch event: p50 {}, p95 {}, p99 {}, max {}{unseen_note}",
-        ms(nearest_rank(&to_running, 0.50)),
-        ms(nearest_rank(&to_running, 0.95)),
-        ms(nearest_rank(&to_running, 0.99)),
-        ms(to_running.last().copied().unwrap_or_default()),
-    );
-    let histogram = Histogram::read(metrics, "tfjob_federator_job_submit_to_running_seconds");
-    println!(
-        "  submit to Running, controller histogram (from the whole-second creationTimestamp, {:.0} observations): p50 {}, p95 {}, p99 {}, mean {}",
-        histogram.count,
-        seconds_as_ms(histogram.quantile(0.50)),
-        seconds_as_ms(histogram.quantile(0.95)),
-        seconds_as_ms(histogram.quantile(0.99)),
-        seconds_as_ms(histogram.mean()),
-    );
-
-    let writes_total = sample(metrics, "tfjob_federator_status_writes_total").unwrap_or(0.0);
-    let per_job: Vec<usize> = outcome.jobs.values().map(|s| s.status_writes).collect();
-    let after_end: usize = outcome.jobs.values().map(|s| s.writes_after_end).sum();
-    println!(
-        "  status writes per job: mean {:.2} (status_writes_total {writes_total:.0} / {n}); seen by the watch: mean {:.2}, max {}, {after_end} after a job ended",
-        writes_total / n.max(1) as f64,
-        per_job.iter().sum::<usize>() as f64 / per_job.len().max(1) as f64,
-        per_job.iter().max().copied().unwrap_or(0),
-    );
-    if outcome.relists > 0 {
-        println!(
-            "  note: the watch re-listed {} times; it may have missed status changes",
-            outcome.relists
+    let mut track = lock(track);
+    let seen = track.jobs.entry(name).or_default();
+    let Some(status) = job.status else { return };
+    seen.phase = status.phase;
+    if let Some(c) = status.conditions.last() {
+        seen.last_condition = format!(
+            "{:?} {:?} {}: {}",
+            c.condition_type,
+            c.status,
+            c.reason.as_deref().unwrap_or(""),
+            c.message.as_deref().unwrap_or("")
         );
     }
-
-    if scenario.federated {
-        let placement = Histogram::read(metrics, "tfjob_federator_placement_duration_seconds");
-        let attempts = |outcome: &str| {
-            sample(
-                metrics,
-                &format!("tfjob_federator_placement_attempts_total{{outcome=\"{outcome}\"}}"),
-            )
-            .unwrap_or(0.0)
-        };
-        println!(
-            "  placement decision: p50 {}, p95 {} (interpolated in ×4 buckets), mean {}; {:.0} decisions taking {:.2} s in all: {:.0} placed, {:.0} waiting, {:.0} unplaceable",
-            seconds_as_us(placement.quantile(0.50)),
-            seconds_as_us(placement.quantile(0.95)),
-            seconds_as_us(placement.mean()),
-            placement.count,
-            placement.sum,
-            attempts("placed"),
-            attempts("waiting"),
-            attempts("unplaceable"),
-        );
-        println!("  jobs by cluster: {}", jobs_by_cluster(outcome));
-    } else if let Some(mib) = peak_rss_mib() {
-        println!(
-            "  peak RSS (VmHWM) of the whole process, simulated cluster included: {mib:.0} MiB"
-        );
+    if matches!(status.phase, Some(JobPhase::Running | JobPhase::Succeeded)) && seen.up.is_none() {
+        seen.up = Some(now);
     }
-
-    let failures = failures(scenario, outcome);
-    for line in failures.iter().take(20) {
-        println!("  FAILED {line}");
+    if let Some(phase) = status.phase.filter(|p| p.is_terminal())
+        && seen.ended.is_none()
+    {
+        seen.ended = Some((phase, now));
     }
-    if failures.len() > 20 {
-        println!("  … and {} more", failures.len() - 20);
-    }
-    println!();
-    failures.is_empty()
 }
 
-fn replicas_of(scenario: &Scenario) -> usize {
-    (scenario.job)("count")
-        .spec
-        .replica_specs
-        .iter()
-        .map(|s| usize::try_from(s.replicas).unwrap_or(0))
-        .sum()
+fn record_pod(track: &Shared, pod: Pod, now: Instant) {
+    let (Some(name), Some(job)) = (
+        pod.metadata.name,
+        pod.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(JOB_NAME_LABEL))
+            .cloned(),
+    ) else {
+        return;
+    };
+    let up = matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Running" | "Succeeded" | "Failed")
+    );
+    let mut track = lock(track);
+    let seen = track.jobs.entry(job).or_default();
+    seen.pods_created.entry(name.clone()).or_insert(now);
+    if up {
+        seen.pods_up.entry(name).or_insert(now);
+    }
 }
 
-/// Where each job's replicas ran, from its last status: one cluster, or split.
-fn jobs_by_cluster(outcome: &Outcome) -> String {
-    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for seen in outcome.jobs.values() {
-        let clusters: BTreeSet<&str> = seen
-            .status
-            .iter()
-            .flat_map(|s| &s.tasks)
-            .flat_map(|t| &t.replica_status)
-            .filter_map(|r| r.cluster.as_deref())
+/// The bench's watch tasks, stopped when dropped (before their clusters go).
+#[derive(Default)]
+struct Watches(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
+/// Follows `api` with kube's watcher, feeding every object to `record`;
+/// the receiver fires once the first list is done.
+fn follow<K>(
+    watches: &mut Watches,
+    api: Api<K>,
+    config: watcher::Config,
+    track: Shared,
+    record: fn(&Shared, K, Instant),
+) -> tokio::sync::oneshot::Receiver<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let (ready, listed) = tokio::sync::oneshot::channel();
+    watches.0.push(tokio::spawn(async move {
+        let mut ready = Some(ready);
+        let mut events = watcher(api, config).default_backoff().boxed();
+        while let Some(event) = events.next().await {
+            let now = Instant::now();
+            match event {
+                Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
+                    record(&track, object, now)
+                }
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(ready) = ready.take() {
+                        let _ = ready.send(());
+                    }
+                }
+                Ok(watcher::Event::Init) if ready.is_none() => lock(&track).relists += 1,
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "a bench watch failed; retrying");
+                    lock(&track).watch_errors += 1;
+                }
+            }
+        }
+    }));
+    listed
+}
+
+/// Submits the workload's jobs; returns when every create was answered.
+async fn submit(w: &Workload, dir: &Path, track: &Shared) -> anyhow::Result<()> {
+    let template = Arc::new(w.job(&job_name(0))?);
+    let mut apis = Vec::new();
+    for _ in 0..SUBMITTERS {
+        apis.push(Api::<TensorFlowTrainingJob>::namespaced(
+            client(dir, "home").await?,
+            NAMESPACE,
+        ));
+    }
+    let track = track.clone();
+    let create = move |api: Api<TensorFlowTrainingJob>, n: usize| {
+        let (track, mut job) = (track.clone(), (*template).clone());
+        async move {
+            let name = job_name(n);
+            job.metadata.name = Some(name.clone());
+            lock(&track).jobs.entry(name.clone()).or_default().submitted = Some(Instant::now());
+            if let Err(e) = api.create(&PostParams::default(), &job).await {
+                lock(&track).jobs.entry(name).or_default().submit_error = Some(e.to_string());
+            }
+        }
+    };
+    let mut tasks = Vec::new();
+    match w.load {
+        Load::AsFastAsPossible => {
+            let next = Arc::new(AtomicUsize::new(0));
+            for api in apis {
+                let (next, total, create) = (next.clone(), w.jobs, create.clone());
+                tasks.push(tokio::spawn(async move {
+                    loop {
+                        let n = next.fetch_add(1, Ordering::Relaxed);
+                        if n >= total {
+                            break;
+                        }
+                        create(api.clone(), n).await;
+                    }
+                }));
+            }
+        }
+        Load::Rate { per_second } => {
+            let start = tokio::time::Instant::now();
+            for n in 0..w.jobs {
+                tokio::time::sleep_until(start + Duration::from_secs_f64(n as f64 / per_second))
+                    .await;
+                tasks.push(tokio::spawn(create(apis[n % SUBMITTERS].clone(), n)));
+            }
+        }
+    }
+    for task in tasks {
+        task.await.context("a submitting client panicked")?;
+    }
+    Ok(())
+}
+
+/// Waits until every job reached the expected phase; an error when one
+/// cannot (it failed, was not submitted), the deadline passes, or a process died.
+async fn wait_for_jobs(
+    w: &Workload,
+    track: &Shared,
+    controller: &mut Proc,
+    ground: &mut Proc,
+    deadline: Instant,
+) -> anyhow::Result<()> {
+    loop {
+        controller.check_alive()?;
+        ground.check_alive()?;
+        let (mut done, mut bad, mut waiting) = (0, Vec::new(), Vec::new());
+        {
+            let track = lock(track);
+            for n in 0..w.jobs {
+                let name = job_name(n);
+                let Some(job) = track.jobs.get(&name) else {
+                    waiting.push(format!("{name}: not seen"));
+                    continue;
+                };
+                if let Some(error) = &job.submit_error {
+                    bad.push(format!("{name}: not submitted: {error}"));
+                    continue;
+                }
+                let reached = match w.expect {
+                    Expect::Succeeded => matches!(job.ended, Some((JobPhase::Succeeded, _))),
+                    Expect::Running => {
+                        job.phase == Some(JobPhase::Running)
+                            && job.pods_up.len() == w.shape.replicas()
+                    }
+                };
+                let phase = job.phase.map_or("no phase", JobPhase::as_str);
+                if reached {
+                    done += 1;
+                } else if job.ended.is_some() {
+                    bad.push(format!(
+                        "{name}: {phase}; last condition {}",
+                        job.last_condition
+                    ));
+                } else {
+                    waiting.push(format!(
+                        "{name}: {phase}, {} pods seen, {} up; last condition {}",
+                        job.pods_created.len(),
+                        job.pods_up.len(),
+                        job.last_condition
+                    ));
+                }
+            }
+        }
+        if !bad.is_empty() {
+            bail!(
+                "{} job(s) cannot reach their expected phase: {}",
+                bad.len(),
+                bad.iter().take(10).cloned().collect::<Vec<_>>().join("; ")
+            );
+        }
+        if done == w.jobs {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{} of {} jobs did not reach their expected phase in time: {}",
+                waiting.len(),
+                w.jobs,
+                waiting
+                    .iter()
+                    .take(10)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the controller's writes have stopped changing for `quiet`
+/// (trailing status writes count: detail-only changes wait up to 4 ×
+/// `statusDetailIntervalMs`, 4 s by default), at most 30 s.
+async fn settle(port: u16, controller: &mut Proc, quiet: Duration) -> anyhow::Result<Scrape> {
+    let total = |s: &Scrape| s.writes().values().sum::<f64>();
+    let mut last = Scrape::take(port).await?;
+    let mut unchanged_since = Instant::now();
+    let started = Instant::now();
+    while unchanged_since.elapsed() < quiet && started.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        controller.check_alive()?;
+        let next = Scrape::take(port).await?;
+        if total(&next) != total(&last) {
+            unchanged_since = Instant::now();
+        }
+        last = next;
+    }
+    Ok(last)
+}
+
+/// The figures of one workload, for the summary.
+struct Figures {
+    key: &'static str,
+    controller_cpu_per_1000: f64,
+    clusters_cpu_per_1000: f64,
+}
+
+async fn run_workload(w: &Workload, settings: &Settings, binary: &Path) -> anyhow::Result<Figures> {
+    let dir = std::env::temp_dir().join(format!(
+        "bench-controller-{}-{}-{:06x}",
+        std::process::id(),
+        w.key,
+        fastrand::u32(..0x100_0000)
+    ));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let result = measure(w, settings, binary, &dir).await;
+    match &result {
+        Ok(_) => {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        Err(_) => println!("  (logs kept in {})", dir.display()),
+    }
+    result
+}
+
+async fn measure(
+    w: &Workload,
+    settings: &Settings,
+    binary: &Path,
+    dir: &Path,
+) -> anyhow::Result<Figures> {
+    let mut ground = start_ground(w, settings, binary, dir).await?;
+    let ceiling = ceiling(dir, settings.ceiling_pods).await?;
+    let (mut controller, port) = start_controller(binary, dir, settings, w.members).await?;
+
+    let track: Shared = Arc::default();
+    // Declared after the processes: dropped, so stopped, before them.
+    let mut watches = Watches::default();
+    let mut listed = vec![follow(
+        &mut watches,
+        Api::<TensorFlowTrainingJob>::namespaced(client(dir, "home").await?, NAMESPACE),
+        watcher::Config::default(),
+        track.clone(),
+        record_job,
+    )];
+    for cluster in cluster_names(w.members) {
+        listed.push(follow(
+            &mut watches,
+            Api::<Pod>::all(client(dir, &cluster).await?),
+            watcher::Config::default().labels(MANAGED),
+            track.clone(),
+            record_pod,
+        ));
+    }
+    for ready in listed {
+        tokio::time::timeout(Duration::from_secs(60), ready)
+            .await
+            .context("a bench watch did not list in 60 s")?
+            .context("a bench watch ended before it listed")?;
+    }
+
+    let before = Scrape::take(port).await?;
+    let controller_cpu = tree_cpu_seconds(controller.pid());
+    let clusters_cpu = tree_cpu_seconds(ground.pid());
+    let bench_cpu = own_cpu_seconds();
+    let first_submit = Instant::now();
+    let deadline = first_submit + w.deadline(settings);
+    // A refused create shows as a job that cannot reach its phase.
+    submit(w, dir, &track).await?;
+    let submitted_in = first_submit.elapsed();
+    wait_for_jobs(w, &track, &mut controller, &mut ground, deadline).await?;
+    let done_in = first_submit.elapsed();
+    // Short in a smoke run, which asserts nothing about the figures.
+    let quiet = Duration::from_secs(if settings.smoke { 1 } else { 5 });
+    let after = settle(port, &mut controller, quiet).await?;
+    let controller_cpu = tree_cpu_seconds(controller.pid()) - controller_cpu;
+    let clusters_cpu = tree_cpu_seconds(ground.pid()) - clusters_cpu;
+    let bench_cpu = own_cpu_seconds() - bench_cpu;
+
+    let jobs = w.jobs as f64;
+    // The watches wait for this lock: no await while it is held.
+    {
+        let track_now = lock(&track);
+        let tracked: Vec<&JobTrack> = (0..w.jobs)
+            .filter_map(|n| track_now.jobs.get(&job_name(n)))
             .collect();
-        let key = match clusters.len() {
-            0 => "unknown".to_string(),
-            1 => clusters.into_iter().collect(),
-            _ => "split".to_string(),
-        };
-        *counts.entry(key).or_default() += 1;
-    }
-    counts
-        .iter()
-        .map(|(cluster, n)| format!("{cluster} {n}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
+        println!(
+            "  submitted {} jobs in {:.2} s; every job {} after {:.2} s",
+            w.jobs,
+            submitted_in.as_secs_f64(),
+            if w.expect == Expect::Running {
+                "Running with every pod up"
+            } else {
+                "Succeeded"
+            },
+            done_in.as_secs_f64()
+        );
 
-/// Every job that was not submitted or did not succeed, and why.
-fn failures(scenario: &Scenario, outcome: &Outcome) -> Vec<String> {
-    let mut failures = outcome.not_submitted.clone();
-    for n in 0..scenario.jobs {
-        let name = job_name(n);
-        if !outcome.submitted.contains_key(&name) {
-            continue;
+        // Dispatch: pods created per second between the first submit and the last pod created.
+        let pods_created: usize = tracked.iter().map(|j| j.pods_created.len()).sum();
+        let last_pod = tracked
+            .iter()
+            .flat_map(|j| j.pods_created.values())
+            .max()
+            .copied()
+            .unwrap_or(first_submit);
+        let window = (last_pod - first_submit).as_secs_f64().max(1e-9);
+        let pods_per_s = pods_created as f64 / window;
+        println!(
+            "  dispatched: {pods_created} pods of {} jobs in {window:.2} s (first submit → last pod created): {:.1} jobs/s, {pods_per_s:.0} pods/s",
+            w.jobs,
+            jobs / window
+        );
+        let ratio = pods_per_s / ceiling;
+        let ratio_target = if settings.ground == Ground::Real {
+            0.7
+        } else {
+            0.5
+        };
+        println!(
+            "  dispatch ratio (pods/s ÷ ceiling): {ratio:.2}{}",
+            if w.targets.dispatch_ratio {
+                against(ratio, Bound::AtLeast(ratio_target), "")
+            } else {
+                String::new()
+            }
+        );
+        if let Some(target) = w.targets.all_pods_created_s {
+            // The job whose pods were all there last.
+            let last_job = tracked
+                .iter()
+                .filter_map(|j| all_at(&j.pods_created, w.shape.replicas()))
+                .max()
+                .map_or(f64::NAN, |t| (t - first_submit).as_secs_f64());
+            println!(
+                "  first submit → the last job's pods all created: {last_job:.2} s{}",
+                against(last_job, Bound::AtMost(target), " s")
+            );
         }
-        let seen = outcome.jobs.get(&name);
-        let phase = seen
-            .and_then(|s| s.status.as_ref())
-            .and_then(|s| s.phase)
-            .map_or("no phase", JobPhase::as_str);
-        if phase == JobPhase::Succeeded.as_str() {
-            continue;
+
+        let to_pods: Vec<f64> = tracked
+            .iter()
+            .filter_map(|j| {
+                Some(ms(
+                    all_at(&j.pods_created, w.shape.replicas())?,
+                    j.submitted?,
+                ))
+            })
+            .collect();
+        let to_up: Vec<f64> = tracked
+            .iter()
+            .filter_map(|j| Some(ms(j.up?, j.submitted?)))
+            .collect();
+        let pod_to_job: Vec<f64> = tracked
+            .iter()
+            .filter_map(|j| Some(ms(j.up?, all_at(&j.pods_up, w.shape.replicas())?)))
+            .collect();
+        print_latency(
+            "submit → all the job's pods created",
+            to_pods,
+            w.jobs,
+            w.targets.submit_to_pods_p99_ms,
+        );
+        print_latency("submit → job Running (or Succeeded)", to_up, w.jobs, None);
+        print_latency(
+            "last pod Running (pod watch) → job Running (job watch)",
+            pod_to_job,
+            w.jobs,
+            w.targets.pod_to_job_p99_ms,
+        );
+        if track_now.relists > 0 || track_now.watch_errors > 0 {
+            println!(
+                "  note: the bench's watches re-listed {} times and failed {} times: events may have been missed",
+                track_now.relists, track_now.watch_errors
+            );
         }
-        let condition = seen
-            .and_then(|s| s.status.as_ref())
-            .and_then(|s| s.conditions.last())
-            .map(|c| {
+    }
+
+    let (writes_before, writes_after) = (before.writes(), after.writes());
+    let mut total = 0.0;
+    let mut kinds = Vec::new();
+    for kind in ["pods", "services", "status", "events", "other"] {
+        let delta = writes_after.get(kind).copied().unwrap_or_default()
+            - writes_before.get(kind).copied().unwrap_or_default();
+        total += delta;
+        kinds.push(format!("{kind} {:.2}", delta / jobs));
+    }
+    let errors_before = before.write_errors();
+    let errors: Vec<String> = after
+        .write_errors()
+        .into_iter()
+        .map(|(what, n)| {
+            (
+                n - errors_before.get(&what).copied().unwrap_or_default(),
+                what,
+            )
+        })
+        .filter(|(n, _)| *n > 0.0)
+        .map(|(n, what)| format!("{what}: {n:.0}"))
+        .collect();
+    println!(
+        "  API writes per job: {:.2} ({}){}",
+        total / jobs,
+        kinds.join(", "),
+        w.targets
+            .writes_per_job
+            .map(|t| against(total / jobs, Bound::AtMost(t), ""))
+            .unwrap_or_default()
+    );
+    if !errors.is_empty() {
+        println!(
+            "  writes answered with an error (verb resource code: count): {}",
+            errors.join(", ")
+        );
+    }
+
+    let per_1000 = |cpu: f64| cpu / jobs * 1000.0;
+    let share = controller_cpu / clusters_cpu.max(1e-9);
+    println!(
+        "  CPU: controller {controller_cpu:.2} s = {:.2} s per 1,000 jobs; clusters ({} process{}) {clusters_cpu:.2} s = {:.2} s per 1,000 jobs; controller/clusters {share:.2}{}",
+        per_1000(controller_cpu),
+        if settings.ground == Ground::Sim {
+            "the sim"
+        } else {
+            "the real-clusters"
+        },
+        if settings.ground == Ground::Sim {
+            ""
+        } else {
+            " tree"
+        },
+        per_1000(clusters_cpu),
+        against(share, Bound::AtMost(0.5), "")
+    );
+    println!(
+        "  (the load generator and its watches, this process: {bench_cpu:.2} s of CPU in the same window)"
+    );
+    let peak = proc_status_mib(controller.pid(), "VmHWM").unwrap_or(f64::NAN);
+    let now = proc_status_mib(controller.pid(), "VmRSS").unwrap_or(f64::NAN);
+    if w.idle {
+        println!(
+            "  controller RSS with all {} jobs live: {now:.0} MiB (peak {peak:.0} MiB){}",
+            w.jobs,
+            against(now, Bound::AtMost(1024.0), " MiB")
+        );
+        let cpu = tree_cpu_seconds(controller.pid());
+        let writes: f64 = after.writes().values().sum();
+        tokio::time::sleep(settings.idle).await;
+        controller.check_alive()?;
+        let idle_cpu = tree_cpu_seconds(controller.pid()) - cpu;
+        let idle_writes = Scrape::take(port).await?.writes().values().sum::<f64>() - writes;
+        let percent = idle_cpu / settings.idle.as_secs_f64() * 100.0;
+        println!(
+            "  idle controller CPU over {:.0} s once nothing changes: {percent:.2} % of one core ({idle_writes:.0} API writes meanwhile){}",
+            settings.idle.as_secs_f64(),
+            against(percent, Bound::AtMost(2.0), " %")
+        );
+    } else {
+        println!("  controller peak RSS (VmHWM): {peak:.0} MiB");
+    }
+
+    if w.placement {
+        let (b0, b1) = (
+            before.buckets("tfjob_federator_placement_duration_seconds"),
+            after.buckets("tfjob_federator_placement_duration_seconds"),
+        );
+        let buckets: Vec<(f64, f64)> = b1
+            .iter()
+            .map(|&(le, n)| (le, n - b0.iter().find(|b| b.0 == le).map_or(0.0, |b| b.1)))
+            .collect();
+        let count = buckets.last().map_or(0.0, |b| b.1);
+        let p99 = buckets
+            .iter()
+            .find(|b| b.1 >= 0.99 * count)
+            .map_or(f64::NAN, |b| b.0);
+        let (a0, a1) = (
+            before.sum_by("tfjob_federator_placement_attempts_total", "outcome"),
+            after.sum_by("tfjob_federator_placement_attempts_total", "outcome"),
+        );
+        let outcomes: Vec<String> = a1
+            .iter()
+            .map(|(outcome, n)| {
                 format!(
-                    "{:?} {:?} {}: {}",
-                    c.condition_type,
-                    c.status,
-                    c.reason.as_deref().unwrap_or(""),
-                    c.message.as_deref().unwrap_or("")
+                    "{:.0} {outcome}",
+                    n - a0.get(outcome).copied().unwrap_or(0.0)
                 )
             })
-            .unwrap_or_default();
-        failures.push(format!("{name}: {phase}; last condition {condition}"));
+            .collect();
+        let decisions: f64 = a1.values().sum::<f64>() - a0.values().sum::<f64>();
+        println!(
+            "  placement decision p99: ≤ {:.2} ms (a bucket bound of the histogram; buckets ×4 apart){}; {decisions:.0} decisions ({})",
+            p99 * 1000.0,
+            against(p99 * 1000.0, Bound::AtMost(5.0), " ms"),
+            outcomes.join(", ")
+        );
     }
-    failures
+
+    Ok(Figures {
+        key: w.key,
+        controller_cpu_per_1000: per_1000(controller_cpu),
+        clusters_cpu_per_1000: per_1000(clusters_cpu),
+    })
+}
+
+/// When the last of `replicas` pods got there, once all have.
+fn all_at(pods: &HashMap<String, Instant>, replicas: usize) -> Option<Instant> {
+    if pods.len() < replicas {
+        return None;
+    }
+    pods.values().max().copied()
+}
+
+/// `later - earlier` in milliseconds, negative when `later` came first.
+fn ms(later: Instant, earlier: Instant) -> f64 {
+    if later >= earlier {
+        (later - earlier).as_secs_f64() * 1000.0
+    } else {
+        -((earlier - later).as_secs_f64() * 1000.0)
+    }
+}
+
+/// Nearest-rank quantile of sorted values.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+fn print_latency(what: &str, mut values: Vec<f64>, jobs: usize, p99_target: Option<f64>) {
+    values.sort_by(f64::total_cmp);
+    let negative = values.iter().filter(|v| **v < 0.0).count();
+    let p99 = quantile(&values, 0.99);
+    println!(
+        "  {what}: p50 {:.0} ms, p95 {:.0} ms, p99 {p99:.0} ms, max {:.0} ms ({} of {jobs} jobs{}){}",
+        quantile(&values, 0.50),
+        quantile(&values, 0.95),
+        values.last().copied().unwrap_or(f64::NAN),
+        values.len(),
+        if negative > 0 {
+            format!(
+                "; {negative} negative: the job's event arrived before the pod's, the watches lag differently"
+            )
+        } else {
+            String::new()
+        },
+        p99_target
+            .map(|t| against(p99, Bound::AtMost(t), " ms"))
+            .unwrap_or_default()
+    );
+}
+
+enum Bound {
+    AtLeast(f64),
+    AtMost(f64),
+}
+
+/// "; target ≤ 16: 0.45× the target, met"
+fn against(value: f64, bound: Bound, unit: &str) -> String {
+    let (sign, target, met) = match bound {
+        Bound::AtLeast(t) => ("≥", t, value >= t),
+        Bound::AtMost(t) => ("≤", t, value <= t),
+    };
+    format!(
+        "; target {sign} {target}{unit}: {:.2}× the target, {}",
+        value / target,
+        if met { "met" } else { "NOT MET" }
+    )
+}
+
+fn summary(results: &[Figures]) {
+    if results.is_empty() {
+        return;
+    }
+    println!("summary: CPU seconds per 1,000 jobs, controller / clusters");
+    for r in results {
+        println!(
+            "  ({}) {:.2} / {:.2}",
+            r.key, r.controller_cpu_per_1000, r.clusters_cpu_per_1000
+        );
+    }
+    let cpu = |keys: &[&str]| {
+        let picked: Vec<f64> = results
+            .iter()
+            .filter(|r| keys.contains(&r.key))
+            .map(|r| r.controller_cpu_per_1000)
+            .collect();
+        (!picked.is_empty()).then(|| picked.iter().sum::<f64>() / picked.len() as f64)
+    };
+    if let (Some(busy), Some(live)) = (cpu(&["b-pack", "b-spread", "c"]), cpu(&["d"])) {
+        println!(
+            "  controller CPU per job, (d) ÷ mean of (b)/(c): {:.2} (target: flat, about 1)",
+            live / busy
+        );
+    }
 }
