@@ -205,7 +205,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("home: insufficient nvidia.com/gpu (need 4, free 1)"),
+            text.contains("home: insufficient nvidia.com/gpu (need 4)"),
             "{text}"
         );
         assert!(text.contains("member-2: not Ready"), "{text}");

@@ -293,7 +293,7 @@ async fn chief_workers_and_ps_run_then_succeed(ground: Ground) {
     }
     let events = env.events_about(&uid).await;
     let reasons: Vec<&str> = events.iter().filter_map(|e| e.reason.as_deref()).collect();
-    for reason in ["Created", "Running", "Succeeded"] {
+    for reason in ["Placed", "Running", "Succeeded"] {
         assert!(reasons.contains(&reason), "an Event {reason}: {reasons:?}");
     }
 }

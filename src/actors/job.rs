@@ -490,19 +490,22 @@ impl JobActor {
                 topology.replicas_on(&keys, cluster),
                 if target.home { owner.clone() } else { None },
             );
-            let namespace = (!target.home).then(|| k8s_openapi::api::core::v1::Namespace {
-                metadata: kube::api::ObjectMeta {
-                    name: Some(ns.clone()),
-                    labels: Some(
-                        [(
-                            builders::MANAGED_BY_LABEL.to_string(),
-                            builders::MANAGER.to_string(),
-                        )]
-                        .into(),
-                    ),
+            let handle = target.handle.clone();
+            let namespace = (!target.home && !handle.has_namespace(&ns)).then(|| {
+                k8s_openapi::api::core::v1::Namespace {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some(ns.clone()),
+                        labels: Some(
+                            [(
+                                builders::MANAGED_BY_LABEL.to_string(),
+                                builders::MANAGER.to_string(),
+                            )]
+                            .into(),
+                        ),
+                        ..Default::default()
+                    },
                     ..Default::default()
-                },
-                ..Default::default()
+                }
             });
             let ns = ns.clone();
             let cluster = cluster.clone();
@@ -515,12 +518,14 @@ impl JobActor {
                         PostParams::default(),
                         format!("creating namespace {ns} on {cluster}"),
                     );
-                    if let Err(e) = call::call(Kind::Create, backoff, &what, || {
+                    match call::call(Kind::Create, backoff, &what, || {
                         api.create(&post, &namespace)
                     })
                     .await
                     {
-                        tracing::warn!(error = %e, "{what} refused");
+                        Ok(Outcome::Done(_) | Outcome::Exists) => handle.namespace_exists(&ns),
+                        Ok(Outcome::Gone) => {}
+                        Err(e) => tracing::warn!(error = %e, "{what} refused"),
                     }
                 }
                 if let Ok(Some(group)) = group {

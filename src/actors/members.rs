@@ -172,6 +172,8 @@ pub struct MemberSupervisor {
     queue: Queue<Recipient<PlacementDecided>>,
     /// A coalesced retry of the queue is scheduled.
     retry_scheduled: bool,
+    /// A pass is due at once ([`MemberSupervisor::pass_soon`]).
+    pass_scheduled: bool,
     /// Members whose kubeconfig cannot be used, and why.
     unusable: HashMap<String, String>,
     /// MemberClusters deleted while the controller runs: lost for the jobs
@@ -195,6 +197,7 @@ impl MemberSupervisor {
             home_capacity: None,
             queue: Queue::default(),
             retry_scheduled: false,
+            pass_scheduled: false,
             unusable: HashMap::new(),
             deregistered: Default::default(),
             resolving: Vec::new(),
@@ -403,10 +406,23 @@ impl MemberSupervisor {
         states
     }
 
+    /// A pass once the messages already queued are handled: a burst of
+    /// requests and releases costs one snapshot of the clusters, not one
+    /// each.
+    fn pass_soon(&mut self, ctx: &mut Context<Self>) {
+        if std::mem::replace(&mut self.pass_scheduled, true) {
+            return;
+        }
+        ctx.run_later(Duration::ZERO, |act, _| {
+            act.pass_scheduled = false;
+            act.try_waiting();
+        });
+    }
+
     /// Tries the waiting jobs against the capacity there is now and
     /// answers them.
     fn try_waiting(&mut self) {
-        if self.listed && !self.queue.is_empty() {
+        if self.listed && self.queue.has_work() {
             let clusters = self.cluster_states();
             let (home, single_cluster) = (&self.shared.home.name, self.specs.is_empty());
             let metrics = &self.shared.metrics;
@@ -695,7 +711,7 @@ impl Handler<Swept> for MemberSupervisor {
 impl Handler<Place> for MemberSupervisor {
     type Result = ();
 
-    fn handle(&mut self, msg: Place, _ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: Place, ctx: &mut Self::Context) {
         let _timer = self.shared.metrics.handling(ActorKind::MemberSupervisor);
         self.queue.request(Request {
             job_uid: msg.job_uid,
@@ -705,7 +721,7 @@ impl Handler<Place> for MemberSupervisor {
             policy: msg.policy,
             reply: msg.reply,
         });
-        self.try_waiting();
+        self.pass_soon(ctx);
     }
 }
 
@@ -743,9 +759,9 @@ impl Handler<CapacityFreed> for MemberSupervisor {
 impl Handler<Release> for MemberSupervisor {
     type Result = ();
 
-    fn handle(&mut self, msg: Release, _ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: Release, ctx: &mut Self::Context) {
         let _timer = self.shared.metrics.handling(ActorKind::MemberSupervisor);
         self.queue.release(&msg.0);
-        self.try_waiting();
+        self.pass_soon(ctx);
     }
 }

@@ -241,6 +241,7 @@ impl ReplicaActor {
         let (ns, name, cluster) = (&self.pod_key.0, &self.pod_key.1, &self.cluster().name);
         let blocked = match error {
             kube::Error::Api(e) if e.code == 404 || e.message.contains("being terminated") => {
+                self.cluster().namespace_missing(ns);
                 Blocked {
                     reason: reason::NAMESPACE_MISSING,
                     message: format!(

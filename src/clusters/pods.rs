@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use dashmap::DashMap;
+use dashmap::{DashMap, DashSet};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
@@ -39,6 +39,9 @@ pub struct ClusterHandle {
     pub metrics: Arc<Metrics>,
     pods: Arc<DashMap<PodKey, Arc<Pod>>>,
     routes: Arc<DashMap<PodKey, Recipient<PodChanged>>>,
+    /// Namespaces this connection created or found existing: a job's
+    /// namespace is created on a member once, not once per job.
+    namespaces: Arc<DashSet<String>>,
     synced: watch::Receiver<bool>,
 }
 
@@ -53,6 +56,22 @@ impl ClusterHandle {
     /// actor that registered the same pod since).
     pub fn unregister(&self, key: &PodKey, recipient: &Recipient<PodChanged>) {
         self.routes.remove_if(key, |_, routed| routed == recipient);
+    }
+
+    /// Whether the namespace was created or found here before.
+    pub fn has_namespace(&self, namespace: &str) -> bool {
+        self.namespaces.contains(namespace)
+    }
+
+    /// The namespace exists (created, or a create found it).
+    pub fn namespace_exists(&self, namespace: &str) {
+        self.namespaces.insert(namespace.to_string());
+    }
+
+    /// A write found the namespace missing or terminating: the next job
+    /// placed here creates it again.
+    pub fn namespace_missing(&self, namespace: &str) {
+        self.namespaces.remove(namespace);
     }
 
     /// Waits until the pod informer has listed the cluster once.
@@ -101,6 +120,7 @@ impl ClusterActor {
             metrics,
             pods: previous.map(|p| p.pods.clone()).unwrap_or_default(),
             routes: previous.map(|p| p.routes.clone()).unwrap_or_default(),
+            namespaces: Arc::default(),
             synced: rx,
         };
         (

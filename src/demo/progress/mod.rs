@@ -324,7 +324,7 @@ mod tests {
             &job(
                 "w",
                 json!({"phase": "Pending", "conditions": [{"type": "Initialized", "status": "False",
-                "reason": "WaitingForCapacity", "message": "waiting for capacity: home: insufficient nvidia.com/gpu (need 16, free 0)"}]}),
+                "reason": "WaitingForCapacity", "message": "waiting for capacity: home: insufficient nvidia.com/gpu (need 16)"}]}),
             ),
             secs(3),
         );
@@ -337,7 +337,7 @@ mod tests {
         assert!(t.done());
         assert_eq!(
             t.failures()[0].why,
-            "expected Succeeded, still Pending after 30.0s: waiting for capacity: home: insufficient nvidia.com/gpu (need 16, free 0)"
+            "expected Succeeded, still Pending after 30.0s: waiting for capacity: home: insufficient nvidia.com/gpu (need 16)"
         );
         assert!(t.expire(secs(40)).is_empty(), "given up once");
     }

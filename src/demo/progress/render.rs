@@ -479,7 +479,7 @@ c    -                     0         Running    10.0s  ok
             &job(
                 "b",
                 json!({"phase": "Pending", "conditions": [{"type": "Initialized", "status": "False",
-                "reason": "WaitingForCapacity", "message": "waiting for capacity: home: not Ready; member-1: insufficient nvidia.com/gpu (need 16, free 8)"}]}),
+                "reason": "WaitingForCapacity", "message": "waiting for capacity: home: not Ready; member-1: insufficient nvidia.com/gpu (need 16)"}]}),
             ),
             secs(3),
         );
@@ -495,7 +495,7 @@ c    -                     0         Running    10.0s  ok
                 "b    Pending  0         3.0s",
                 "  waiting for capacity:",
                 "    home: not Ready",
-                "    member-1: insufficient nvidia.com/gpu (need 16, free 8)",
+                "    member-1: insufficient nvidia.com/gpu (need 16)",
                 "c    queued",
             ]
         );

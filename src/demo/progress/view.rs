@@ -227,11 +227,11 @@ mod tests {
         let waiting = JobView::of(&job(
             "whole",
             json!({"phase": "Pending", "conditions": [{"type": "Initialized", "status": "False",
-                "reason": "WaitingForCapacity", "message": "waiting for capacity: member-1: insufficient nvidia.com/gpu (need 16, free 8)"}]}),
+                "reason": "WaitingForCapacity", "message": "waiting for capacity: member-1: insufficient nvidia.com/gpu (need 16)"}]}),
         ));
         assert_eq!(
             waiting.waiting.as_deref(),
-            Some("waiting for capacity: member-1: insufficient nvidia.com/gpu (need 16, free 8)")
+            Some("waiting for capacity: member-1: insufficient nvidia.com/gpu (need 16)")
         );
         assert!(waiting.admitted);
         let failed = JobView::of(&job(

@@ -715,7 +715,6 @@ impl Step<'_> {
                 "Pending",
                 "The job is waiting for its replicas.",
             );
-            self.record(false, "Created", "Creating the job's pods and services.");
         }
         let admitted = self.job.spec.has_finalizer && self.job.spec.accepted.is_some();
         if !admitted {

@@ -301,7 +301,7 @@ fn transitions() {
             spec_unadmitted(),
             "Admitting",
             Some(Pending),
-            &["Normal(Created)", "Admit"],
+            &["Admit"],
         ),
         (
             "admitting",

@@ -187,12 +187,36 @@ impl Unplaceable {
         if self.reasons.is_empty() {
             return "no cluster is registered".into();
         }
-        self.reasons
+        // Clusters that fail alike are named together (the first few of
+        // them), in name order: with a hundred members the message stays
+        // short, and stays the same while the reasons do.
+        let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+        for (cluster, reason) in &self.reasons {
+            match groups.iter_mut().find(|(r, _)| r == reason) {
+                Some((_, clusters)) => clusters.push(cluster),
+                None => groups.push((reason, vec![cluster])),
+            }
+        }
+        groups
             .iter()
-            .map(|(c, r)| format!("{c}: {r}"))
+            .map(|(reason, clusters)| format!("{}: {reason}", named(clusters)))
             .collect::<Vec<_>>()
             .join("; ")
     }
+}
+
+/// Clusters by name: all of them up to four, else the first three and how
+/// many more.
+fn named(clusters: &[&str]) -> String {
+    const SHOWN: usize = 3;
+    if clusters.len() <= SHOWN + 1 {
+        return clusters.join(", ");
+    }
+    format!(
+        "{} and {} more",
+        clusters[..SHOWN].join(", "),
+        clusters.len() - SHOWN
+    )
 }
 
 fn fits(requests: &Resources, free: &Resources) -> bool {
@@ -221,40 +245,39 @@ fn by_size_desc<'a>(demands: impl Iterator<Item = &'a Demand>) -> Vec<&'a Demand
     sorted
 }
 
-/// First-fit of `demands` onto `nodes` (consumed on success); on failure,
-/// why the cluster cannot take them.
-fn pack_onto(nodes: &mut [Resources], demands: &[&Demand]) -> Result<(), String> {
+/// First-fit of `demands` onto `nodes`: the nodes' capacity left, or why
+/// the cluster cannot take them. The totals are checked first, so a
+/// cluster short of a resource costs no copy of its nodes.
+fn pack_onto(nodes: &[Resources], demands: &[&Demand]) -> Result<Vec<Resources>, String> {
+    if let Some(short) = short_in_total(nodes, demands) {
+        return Err(short);
+    }
     let mut trial = nodes.to_vec();
     for d in by_size_desc(demands.iter().copied()) {
         match trial.iter_mut().find(|n| fits(&d.requests, n)) {
             Some(node) => take(node, &d.requests),
-            None => return Err(shortfall(nodes, demands, d)),
+            None => return Err(format!("no node can hold replica {} as a whole", d.key)),
         }
     }
-    nodes.clone_from_slice(&trial);
-    Ok(())
+    Ok(trial)
 }
 
-/// The reason a set of replicas does not fit: a resource short in total,
-/// or a replica no single node can hold.
-fn shortfall(nodes: &[Resources], demands: &[&Demand], stuck: &Demand) -> String {
+/// The resource the nodes lack in total for `demands`, if any. What is
+/// free is left out of the reason: a waiting job hears again only when
+/// the reason changes, which free amounts would make it do on every pod
+/// that starts or ends.
+fn short_in_total(nodes: &[Resources], demands: &[&Demand]) -> Option<String> {
     let mut need: Resources = BTreeMap::new();
     for d in demands {
         for (r, v) in &d.requests {
             *need.entry(r.clone()).or_default() += v;
         }
     }
-    for (r, total) in &need {
+    need.iter().find_map(|(r, total)| {
         let free: i64 = nodes.iter().map(|n| n.get(r).copied().unwrap_or(0)).sum();
-        if *total > free && r != "pods" {
-            return format!(
-                "insufficient {r} (need {}, free {})",
-                show(r, *total),
-                show(r, free)
-            );
-        }
-    }
-    format!("no node can hold replica {} as a whole", stuck.key)
+        (*total > free && r != "pods")
+            .then(|| format!("insufficient {r} (need {})", show(r, *total)))
+    })
 }
 
 /// A milli-unit amount in the unit people read: cores, GiB, GPUs.
@@ -290,9 +313,8 @@ pub fn place(
     let single = |reasons: &mut BTreeMap<String, String>| -> Option<Assignment> {
         let mut best: Option<(&ClusterState, (i64, i64))> = None;
         for c in &candidates {
-            let mut nodes = c.nodes.clone();
-            match pack_onto(&mut nodes, &all) {
-                Ok(()) => {
+            match pack_onto(&c.nodes, &all) {
+                Ok(nodes) => {
                     let left = |r: &str| {
                         nodes
                             .iter()
@@ -372,9 +394,9 @@ pub fn passed_over(
         if assignment.values().any(|used| *used == c.name) {
             continue;
         }
-        let reason = match pack_onto(&mut c.nodes.clone(), &all) {
+        let reason = match pack_onto(&c.nodes, &all) {
             Err(why) => why,
-            Ok(()) => "could hold the job, but the chosen placement fits better".to_string(),
+            Ok(_) => "could hold the job, but the chosen placement fits better".to_string(),
         };
         reasons.insert(c.name.clone(), reason);
     }
@@ -504,8 +526,7 @@ fn deal(
     let mut ok = true;
     for (i, share) in &shares {
         let c = candidates[*i];
-        let mut nodes = c.nodes.clone();
-        if let Err(why) = pack_onto(&mut nodes, share) {
+        if let Err(why) = pack_onto(&c.nodes, share) {
             reasons.insert(c.name.clone(), why);
             ok = false;
         }

@@ -3,18 +3,20 @@
 //!
 //! Decisions are made one at a time, in order of priority (higher first),
 //! then age, then uid, so that every decision sees the holds of the ones
-//! before it. A job that could not be placed is not tried again until
-//! capacity may have grown ([`Queue::capacity_may_have_grown`]): a new job
-//! costs one decision, not one per waiting job. Within one pass capacity
-//! only shrinks, so jobs of one [`shape`](super::shape) fail alike and the
-//! shape is decided once. A waiting job hears why it waits only when the
-//! reason changes.
+//! before it. Waiting jobs are kept by [`shape`](super::shape): jobs of one
+//! shape fit or fail alike, and within one epoch of capacity (until it may
+//! have grown, [`Queue::capacity_may_have_grown`]) capacity only shrinks,
+//! so once a shape fails, every job of it waits until the next epoch. A
+//! pass therefore visits the head of each shape not yet failed, and the
+//! jobs it places — never the whole queue: a new job costs one decision,
+//! a pod that ends one decision per shape. A waiting job hears why it
+//! waits when it joins and when the reason changes.
 //!
 //! Generic over the reply handle `R`, which the caller uses to answer the
 //! job (an actor's address in the controller, anything in tests).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
 
 use super::ledger::charge;
 use super::{Assignment, ClusterState, Demand, Ledger, Policy, shape};
@@ -52,15 +54,25 @@ struct Waiting<R> {
     request: Request<R>,
     shape: String,
     last_reason: Option<String>,
-    /// The capacity epoch of its last failed try.
-    tried: Option<u64>,
+}
+
+/// The waiting jobs of one shape.
+#[derive(Debug, Default)]
+struct Shape {
+    order: BTreeSet<Key>,
+    /// The capacity epoch in which this shape last failed.
+    failed_in: Option<u64>,
+    /// Why it last failed; every member but `unheard` was told.
+    reason: Option<String>,
+    /// Members that joined since the reason was last told.
+    unheard: Vec<String>,
 }
 
 /// Jobs waiting for a placement, and the holds of jobs placed.
 #[derive(Debug)]
 pub struct Queue<R> {
-    waiting: BTreeMap<Key, Waiting<R>>,
-    keys: HashMap<String, Key>,
+    waiting: HashMap<String, Waiting<R>>,
+    shapes: HashMap<String, Shape>,
     ledger: Ledger,
     /// Counts the moments capacity may have grown.
     capacity_epoch: u64,
@@ -69,32 +81,39 @@ pub struct Queue<R> {
 impl<R> Default for Queue<R> {
     fn default() -> Self {
         Queue {
-            waiting: BTreeMap::new(),
-            keys: HashMap::new(),
+            waiting: HashMap::new(),
+            shapes: HashMap::new(),
             ledger: Ledger::default(),
             capacity_epoch: 0,
         }
     }
 }
 
+fn key_of<R>(request: &Request<R>) -> Key {
+    (
+        Reverse(request.priority),
+        request.created.clone(),
+        request.job_uid.clone(),
+    )
+}
+
 impl<R: Clone> Queue<R> {
     /// Queues a job (replacing its earlier request, if any); the next
-    /// [`Queue::try_waiting`] tries it.
+    /// [`Queue::try_waiting`] tries it, or tells it why its shape waits.
     pub fn request(&mut self, request: Request<R>) {
         self.withdraw(&request.job_uid);
-        let key = (
-            Reverse(request.priority),
-            request.created.clone(),
+        let shape_name = shape(&request.demands, &request.policy);
+        let group = self.shapes.entry(shape_name.clone()).or_default();
+        group.order.insert(key_of(&request));
+        group.unheard.push(request.job_uid.clone());
+        self.waiting.insert(
             request.job_uid.clone(),
+            Waiting {
+                request,
+                shape: shape_name,
+                last_reason: None,
+            },
         );
-        self.keys.insert(request.job_uid.clone(), key.clone());
-        let waiting = Waiting {
-            shape: shape(&request.demands, &request.policy),
-            request,
-            last_reason: None,
-            tried: None,
-        };
-        self.waiting.insert(key, waiting);
     }
 
     /// The job's pods are visible, or it ended or paused: its hold and its
@@ -105,8 +124,8 @@ impl<R: Clone> Queue<R> {
         self.capacity_may_have_grown();
     }
 
-    /// A pod ended, a node or cluster came, a hold went: every waiting job
-    /// is worth another try.
+    /// A pod ended, a node or cluster came, a hold went: every shape is
+    /// worth another try.
     pub fn capacity_may_have_grown(&mut self) {
         self.capacity_epoch += 1;
     }
@@ -119,47 +138,52 @@ impl<R: Clone> Queue<R> {
         self.waiting.is_empty()
     }
 
-    /// Tries the waiting jobs in order with `decide`, given `clusters` with
-    /// the holds taken out, except those that failed since capacity last
-    /// grew. A placed job's capacity is held (and taken out) at once, so the
-    /// next decision sees it.
+    /// Whether a pass would decide or tell anything: a shape not failed in
+    /// this epoch, or a job that has not heard its shape's reason.
+    pub fn has_work(&self) -> bool {
+        self.shapes
+            .values()
+            .any(|s| s.failed_in != Some(self.capacity_epoch) || !s.unheard.is_empty())
+    }
+
+    /// Tries the head of every shape not failed in this epoch, in queue
+    /// order, with `decide`, given `clusters` with the holds taken out; a
+    /// shape that places its head tries its next job. A placed job's
+    /// capacity is held (and taken out) at once, so the next decision sees
+    /// it. Then the jobs of failed shapes that have not heard why, hear it.
     pub fn try_waiting(
         &mut self,
         clusters: &[ClusterState],
         mut decide: impl FnMut(&[Demand], &Policy, &[ClusterState]) -> Result<Assignment, String>,
     ) -> Vec<Answer<R>> {
         let mut answers = Vec::new();
-        if self.waiting.is_empty() {
-            return answers;
-        }
-        let mut available = self.ledger.apply(clusters);
-        let mut failed_shapes: HashMap<String, String> = HashMap::new();
         let epoch = self.capacity_epoch;
-        let due: Vec<Key> = self
-            .waiting
+        // Heads in queue order: the smallest key first.
+        let mut heads: BinaryHeap<Reverse<(Key, String)>> = self
+            .shapes
             .iter()
-            .filter(|(_, w)| w.tried != Some(epoch))
-            .map(|(key, _)| key.clone())
+            .filter(|(_, s)| s.failed_in != Some(epoch))
+            .filter_map(|(name, s)| Some(Reverse((s.order.first()?.clone(), name.clone()))))
             .collect();
-        for key in due {
-            let Some(waiting) = self.waiting.get_mut(&key) else {
+        let mut available = if heads.is_empty() {
+            Vec::new()
+        } else {
+            self.ledger.apply(clusters)
+        };
+        while let Some(Reverse((key, shape_name))) = heads.pop() {
+            let Some(waiting) = self.waiting.get(&key.2) else {
                 continue;
             };
-            let decision = match failed_shapes.get(&waiting.shape) {
-                Some(reason) => Err(reason.clone()),
-                None => decide(
-                    &waiting.request.demands,
-                    &waiting.request.policy,
-                    &available,
-                ),
-            };
-            match decision {
+            match decide(
+                &waiting.request.demands,
+                &waiting.request.policy,
+                &available,
+            ) {
                 Ok(assignment) => {
-                    let Some(waiting) = self.waiting.remove(&key) else {
+                    let Some(waiting) = self.withdraw(&key.2) else {
                         continue;
                     };
                     let request = waiting.request;
-                    self.keys.remove(&request.job_uid);
                     self.ledger
                         .reserve(&request.job_uid, &request.demands, &assignment);
                     for demand in &request.demands {
@@ -171,27 +195,57 @@ impl<R: Clone> Queue<R> {
                         request: Box::new(request),
                         assignment,
                     });
+                    if let Some(next) = self.shapes.get(&shape_name).and_then(|s| s.order.first()) {
+                        heads.push(Reverse((next.clone(), shape_name)));
+                    }
                 }
                 Err(reason) => {
-                    waiting.tried = Some(epoch);
-                    failed_shapes.insert(waiting.shape.clone(), reason.clone());
-                    if waiting.last_reason.as_deref() != Some(reason.as_str()) {
-                        waiting.last_reason = Some(reason.clone());
-                        answers.push(Answer::Waits {
-                            reply: waiting.request.reply.clone(),
-                            reason,
-                        });
+                    if let Some(group) = self.shapes.get_mut(&shape_name) {
+                        group.failed_in = Some(epoch);
+                        if group.reason.as_deref() != Some(reason.as_str()) {
+                            // A new reason: every member hears it.
+                            group.reason = Some(reason);
+                            group.unheard = group.order.iter().map(|k| k.2.clone()).collect();
+                        }
                     }
                 }
             }
         }
+        self.tell_unheard(&mut answers);
         answers
     }
 
-    fn withdraw(&mut self, job_uid: &str) {
-        if let Some(key) = self.keys.remove(job_uid) {
-            self.waiting.remove(&key);
+    /// Tells the members of failed shapes that have not heard the reason.
+    fn tell_unheard(&mut self, answers: &mut Vec<Answer<R>>) {
+        for group in self.shapes.values_mut() {
+            // After a pass every shape left has failed in this epoch.
+            let Some(reason) = &group.reason else {
+                continue;
+            };
+            for uid in group.unheard.drain(..) {
+                let Some(waiting) = self.waiting.get_mut(&uid) else {
+                    continue;
+                };
+                if waiting.last_reason.as_deref() != Some(reason.as_str()) {
+                    waiting.last_reason = Some(reason.clone());
+                    answers.push(Answer::Waits {
+                        reply: waiting.request.reply.clone(),
+                        reason: reason.clone(),
+                    });
+                }
+            }
         }
+    }
+
+    fn withdraw(&mut self, job_uid: &str) -> Option<Waiting<R>> {
+        let waiting = self.waiting.remove(job_uid)?;
+        if let Some(group) = self.shapes.get_mut(&waiting.shape) {
+            group.order.remove(&key_of(&waiting.request));
+            if group.order.is_empty() {
+                self.shapes.remove(&waiting.shape);
+            }
+        }
+        Some(waiting)
     }
 }
 
@@ -317,12 +371,39 @@ mod tests {
         }
         queue.request(request("small", 0, "j4", 1, 1));
         let mut decisions = 0;
-        let told = pass(&mut queue, &cluster(4), &mut decisions);
+        let mut told = pass(&mut queue, &cluster(4), &mut decisions);
+        told.sort();
         assert_eq!(told, ["j1 waits", "j2 waits", "j3 waits", "small placed"]);
         assert_eq!(
             decisions, 2,
             "one decision for the three alike, one for small"
         );
+        // Capacity grew: one decision for the shape, not one per job, and
+        // no job hears the same reason again.
+        queue.capacity_may_have_grown();
+        let mut decisions = 0;
+        assert!(pass(&mut queue, &cluster(4), &mut decisions).is_empty());
+        assert_eq!(decisions, 1);
+    }
+
+    #[test]
+    fn a_job_joining_a_shape_that_failed_hears_why_without_a_decision() {
+        let mut queue = Queue::default();
+        queue.request(request("first", 0, "1", 1, 16));
+        let mut decisions = 0;
+        assert_eq!(
+            pass(&mut queue, &cluster(8), &mut decisions),
+            ["first waits"]
+        );
+        assert!(!queue.has_work(), "nothing to decide or tell");
+        queue.request(request("second", 0, "2", 1, 16));
+        assert!(queue.has_work());
+        let mut decisions = 0;
+        assert_eq!(
+            pass(&mut queue, &cluster(8), &mut decisions),
+            ["second waits"]
+        );
+        assert_eq!(decisions, 0, "its shape failed in this epoch");
     }
 
     #[test]

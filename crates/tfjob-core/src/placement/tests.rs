@@ -114,8 +114,34 @@ fn no_split_explains_cluster_by_cluster() {
     let err = place(&job(7, 0, 1), &clusters, &policy).expect_err("8 GPUs fit nowhere");
     assert_eq!(
         err.to_string(),
-        "member-1: insufficient nvidia.com/gpu (need 8, free 4); member-2: not Ready"
+        "member-1: insufficient nvidia.com/gpu (need 8); member-2: not Ready"
     );
+}
+
+#[test]
+fn clusters_that_fail_alike_are_named_together_and_few() {
+    let cases: [(usize, &str); 3] = [
+        (2, "m-0, m-1: insufficient nvidia.com/gpu (need 8)"),
+        (
+            4,
+            "m-0, m-1, m-2, m-3: insufficient nvidia.com/gpu (need 8)",
+        ),
+        (
+            100,
+            "m-0, m-1, m-10 and 97 more: insufficient nvidia.com/gpu (need 8)",
+        ),
+    ];
+    let policy = Policy {
+        allow_split: false,
+        ..Policy::default()
+    };
+    for (members, told) in cases {
+        let clusters: Vec<ClusterState> = (0..members)
+            .map(|i| cluster(&format!("m-{i}"), 1, 4))
+            .collect();
+        let err = place(&job(7, 0, 1), &clusters, &policy).expect_err("8 GPUs fit nowhere");
+        assert_eq!(err.to_string(), told, "{members} members");
+    }
 }
 
 #[test]
@@ -345,7 +371,7 @@ fn the_ledger_keeps_concurrent_jobs_from_over_committing() {
         .expect_err("the 4 GPUs are promised");
     assert!(
         err.to_string()
-            .contains("insufficient nvidia.com/gpu (need 1, free 0)"),
+            .contains("insufficient nvidia.com/gpu (need 1)"),
         "{err}"
     );
     ledger.release("job-a");
