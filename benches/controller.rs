@@ -1386,11 +1386,14 @@ async fn run_workload(w: &Workload, settings: &Settings, binary: &Path) -> anyho
     ));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let result = measure(w, settings, binary, &dir).await;
+    // BENCH_KEEP_LOGS=1 keeps them after a good run too (with RUST_LOG
+    // set, the controller's log is the profile of what it did).
+    let keep = std::env::var_os("BENCH_KEEP_LOGS").is_some_and(|v| v == "1");
     match &result {
-        Ok(_) => {
+        Ok(_) if !keep => {
             let _ = std::fs::remove_dir_all(&dir);
         }
-        Err(_) => println!("  (logs kept in {})", dir.display()),
+        _ => println!("  (logs kept in {})", dir.display()),
     }
     result
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
@@ -34,7 +34,9 @@ async fn read_cluster(client: &Client) -> Result<capacity::Capacity, String> {
             .list(&ListParams::default())
             .await?;
         let active = ListParams::default().fields("status.phase!=Succeeded,status.phase!=Failed");
-        let pods = Api::<Pod>::all(client.clone()).list(&active).await?;
+        let pods = Api::<capacity::PodUsage>::all(client.clone())
+            .list(&active)
+            .await?;
         Ok::<_, kube::Error>(capacity::compute(nodes.items.iter(), pods.items.iter()))
     };
     match tokio::time::timeout(CLUSTER_TIMEOUT, read).await {

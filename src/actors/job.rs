@@ -783,9 +783,18 @@ impl JobActor {
         if let Some((_, handle)) = self.writes.due.take() {
             ctx.cancel_future(handle);
         }
+        let summary_changed = status::summary_changed(self.writes.written.as_ref(), &desired);
+        tracing::debug!(
+            job = %self.name(),
+            phase = ?desired.phase,
+            summary_changed,
+            persist = covers > self.writes.persisted,
+            aggregate = ?desired.aggregate,
+            "writing the status"
+        );
         self.writes.detail_writes = status::detail_writes_after(
             self.writes.detail_writes,
-            status::summary_changed(self.writes.written.as_ref(), &desired),
+            summary_changed,
             desired.phase.is_some_and(crate::api::JobPhase::is_terminal),
         );
         self.writes.in_flight = true;

@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
 use crate::api::PodSecurityLevel;
-use crate::capacity::{Capacity, Tally};
+use crate::capacity::{Capacity, PodUsage, Tally};
 
 /// Called when capacity may have grown; cheap, it only sends a message.
 pub type Changed = Arc<dyn Fn() + Send + Sync>;
@@ -88,14 +88,6 @@ where
     })
 }
 
-fn pod_key(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or_default(),
-        pod.metadata.name.as_deref().unwrap_or_default()
-    )
-}
-
 impl CapacityWatch {
     /// Starts the two informers on `client`; `changed` hears of every pod
     /// that ends or goes, and of every node listed or changed.
@@ -105,7 +97,7 @@ impl CapacityWatch {
             watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
         let active =
             watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed");
-        let pods = watcher(Api::<Pod>::all(client.clone()), active).default_backoff();
+        let pods = watcher(Api::<PodUsage>::all(client.clone()), active).default_backoff();
         let informers = Informers(vec![
             follow(
                 nodes,
@@ -126,8 +118,8 @@ impl CapacityWatch {
                 pods,
                 tally.clone(),
                 Follow {
-                    set: |tally, pod| tally.set_pod(&pod_key(pod), pod),
-                    remove: |tally, pod| tally.remove_pod(&pod_key(pod)),
+                    set: |tally, pod| tally.set_pod(&pod.key(), pod),
+                    remove: |tally, pod| tally.remove_pod(&pod.key()),
                     clear: Tally::clear_pods,
                     // Ended pods leave the selected set: deleted for us.
                     frees: |event| matches!(event, watcher::Event::Delete(_)),

@@ -5,9 +5,13 @@
 //! kept up to date node by node and pod by pod, so that reading a
 //! cluster's capacity costs its nodes and unbound pods, not all its pods.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::core::ObjectMeta;
+use serde::{Deserialize, Deserializer};
 
 use crate::quantity;
 
@@ -26,9 +30,7 @@ pub struct Capacity {
     pub free: Resources,
 }
 
-fn resource_list(
-    list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
-) -> Resources {
+fn resource_list(list: Option<&BTreeMap<String, Quantity>>) -> Resources {
     list.into_iter()
         .flatten()
         .filter_map(|(k, q)| Some((k.clone(), quantity::parse_milli(&q.0)?)))
@@ -53,6 +55,142 @@ pub fn pod_requests(pod: &Pod) -> Resources {
     )
 }
 
+/// What free capacity needs of a pod, read straight from its JSON: its
+/// identity, node, requests (as [`pod_requests`] counts them) and whether it
+/// is still active. Everything else — `managedFields` above all — is
+/// skipped, not decoded: the capacity informers watch every active pod of
+/// every cluster, which makes pods the controller's most decoded object.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodUsage {
+    /// Name, namespace, uid and resourceVersion only.
+    pub metadata: ObjectMeta,
+    pub node: Option<String>,
+    pub requests: Resources,
+    /// Neither Succeeded nor Failed.
+    pub active: bool,
+}
+
+impl PodUsage {
+    /// `namespace/name`, the pod's key in a [`Tally`].
+    pub fn key(&self) -> String {
+        format!(
+            "{}/{}",
+            self.metadata.namespace.as_deref().unwrap_or_default(),
+            self.metadata.name.as_deref().unwrap_or_default()
+        )
+    }
+}
+
+/// The fields of a pod [`PodUsage`] reads; `null` reads as absent.
+mod wire {
+    use super::*;
+
+    #[derive(Deserialize)]
+    pub struct Pod {
+        pub metadata: Option<Meta>,
+        pub spec: Option<Spec>,
+        pub status: Option<Status>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Meta {
+        pub name: Option<String>,
+        pub namespace: Option<String>,
+        pub uid: Option<String>,
+        pub resource_version: Option<String>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Spec {
+        pub node_name: Option<String>,
+        pub containers: Option<Vec<Container>>,
+        pub init_containers: Option<Vec<Container>>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Container {
+        pub resources: Option<Requirements>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Requirements {
+        pub limits: Option<BTreeMap<String, Quantity>>,
+        pub requests: Option<BTreeMap<String, Quantity>>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Status {
+        pub phase: Option<String>,
+    }
+}
+
+impl<'de> Deserialize<'de> for PodUsage {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let pod = wire::Pod::deserialize(deserializer)?;
+        let meta = pod.metadata;
+        let asked = |c: &wire::Container| {
+            let resources = c.resources.as_ref();
+            quantity::container_requests(
+                resource_list(resources.and_then(|r| r.limits.as_ref())),
+                resource_list(resources.and_then(|r| r.requests.as_ref())),
+            )
+        };
+        let (node, requests) = match &pod.spec {
+            Some(spec) => (
+                spec.node_name.clone(),
+                quantity::pod_total(
+                    spec.containers.iter().flatten().map(asked),
+                    spec.init_containers.iter().flatten().map(asked),
+                ),
+            ),
+            None => (None, Resources::new()),
+        };
+        let phase = pod.status.and_then(|s| s.phase);
+        Ok(PodUsage {
+            metadata: match meta {
+                Some(m) => ObjectMeta {
+                    name: m.name,
+                    namespace: m.namespace,
+                    uid: m.uid,
+                    resource_version: m.resource_version,
+                    ..ObjectMeta::default()
+                },
+                None => ObjectMeta::default(),
+            },
+            node,
+            requests,
+            active: !matches!(phase.as_deref(), Some("Succeeded" | "Failed")),
+        })
+    }
+}
+
+/// A pod as the API serves it: `Api<PodUsage>` lists and watches pods.
+impl kube::Resource for PodUsage {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Pod".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "pods".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
 fn schedulable(node: &Node) -> bool {
     let ready = node
         .status
@@ -67,13 +205,6 @@ fn schedulable(node: &Node) -> bool {
             .as_ref()
             .and_then(|s| s.unschedulable)
             .unwrap_or(false)
-}
-
-fn is_active(pod: &Pod) -> bool {
-    !matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
 }
 
 /// A cluster's nodes and what its active pods take of them, kept up to date
@@ -117,13 +248,13 @@ impl Tally {
 
     /// The pod under `key` (its namespace/name) appeared or changed; an
     /// ended pod takes nothing.
-    pub fn set_pod(&mut self, key: &str, pod: &Pod) {
+    pub fn set_pod(&mut self, key: &str, pod: &PodUsage) {
         self.remove_pod(key);
-        if !is_active(pod) {
+        if !pod.active {
             return;
         }
-        let requests = pod_requests(pod);
-        match pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
+        let requests = pod.requests.clone();
+        match pod.node.clone() {
             Some(node) => {
                 add(self.used.entry(node.clone()).or_default(), &requests, 1);
                 self.bound.insert(key.to_string(), (node, requests));
@@ -197,7 +328,7 @@ impl Tally {
 /// controller's pods still waiting for a node (each listed pod counts once).
 pub fn compute<'a>(
     nodes: impl IntoIterator<Item = &'a Node>,
-    pods: impl IntoIterator<Item = &'a Pod>,
+    pods: impl IntoIterator<Item = &'a PodUsage>,
 ) -> Capacity {
     let mut tally = Tally::default();
     for node in nodes {
@@ -237,11 +368,52 @@ mod tests {
         .expect("valid node")
     }
 
-    fn pod(node: Option<&str>, gpus: i64, phase: &str) -> Pod {
+    fn pod(node: Option<&str>, gpus: i64, phase: &str) -> PodUsage {
         serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"nodeName": node, "containers": [
             {"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}, "requests": {"cpu": "1"}}}]},
             "status": {"phase": phase}}))
         .expect("valid pod")
+    }
+
+    #[test]
+    fn a_pods_usage_is_read_as_the_typed_pod_counts_it() {
+        let cases = [
+            json!({"metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "7",
+                "managedFields": [{"manager": "m", "fieldsV1": {"f:spec": {"f:containers": {}}}}]},
+                "spec": {"nodeName": "a", "containers": [
+                    {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2", "cpu": "2"}, "requests": {"cpu": "500m"}}},
+                    {"name": "d", "resources": {"requests": {"memory": "1Gi"}}}],
+                "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "4"}}}]},
+                "status": {"phase": "Running"}}),
+            json!({"metadata": {"name": "q"}, "spec": {"containers": [{"name": "c"}]}}),
+            json!({"metadata": {"name": "r"}, "spec": {"nodeName": null, "containers": [
+                {"name": "c", "resources": {"limits": null, "requests": {"cpu": "1"}}}]},
+                "status": {"phase": "Succeeded"}}),
+            json!({"metadata": {"name": "s"}}),
+        ];
+        for case in cases {
+            let typed: Pod = serde_json::from_value(case.clone()).expect("a pod");
+            let usage: PodUsage = serde_json::from_value(case.clone()).expect("a pod's usage");
+            assert_eq!(usage.requests, pod_requests(&typed), "{case}");
+            assert_eq!(
+                usage.node,
+                typed.spec.as_ref().and_then(|s| s.node_name.clone())
+            );
+            assert_eq!(
+                usage.active,
+                !matches!(
+                    typed.status.as_ref().and_then(|s| s.phase.as_deref()),
+                    Some("Succeeded" | "Failed")
+                ),
+                "{case}"
+            );
+            assert_eq!(usage.metadata.name, typed.metadata.name);
+            assert_eq!(
+                usage.metadata.resource_version,
+                typed.metadata.resource_version
+            );
+            assert!(usage.metadata.managed_fields.is_none(), "skipped, not kept");
+        }
     }
 
     #[test]

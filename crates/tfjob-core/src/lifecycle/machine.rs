@@ -814,6 +814,7 @@ impl Step<'_> {
                 self.set_placement(epoch, Some(&assignment));
                 // From here on every replica is being created.
                 self.creating_views(&assignment);
+                self.no_replica_failed_yet();
                 let mut by_cluster: BTreeMap<&str, usize> = BTreeMap::new();
                 for cluster in assignment.values() {
                     *by_cluster.entry(cluster.as_str()).or_default() += 1;
@@ -1445,10 +1446,10 @@ impl Step<'_> {
         self.refresh_running();
     }
 
-    fn refresh_running(&mut self) {
-        if self.job.stage != Stage::Active || self.job.views.is_empty() {
-            return;
-        }
+    /// The ReplicaFailure condition, False, once the job has replicas. Set
+    /// with the placement, so that it rides on that write instead of being
+    /// a change of conditions of its own when the first replica reports.
+    fn no_replica_failed_yet(&mut self) {
         if status::condition(&self.job.status.conditions, Cond::ReplicaFailure).is_none() {
             self.set(
                 Cond::ReplicaFailure,
@@ -1457,6 +1458,13 @@ impl Step<'_> {
                 "No replica has failed for good.",
             );
         }
+    }
+
+    fn refresh_running(&mut self) {
+        if self.job.stage != Stage::Active || self.job.views.is_empty() {
+            return;
+        }
+        self.no_replica_failed_yet();
         let all_up = self.job.views.values().all(|v| {
             matches!(
                 v.phase,
