@@ -1,8 +1,9 @@
-//! The CRDs: the committed copy matches the generated one, the schema is
-//! structural, the example jobs parse and validate, and a simulated cluster
-//! driven by the real kubectl accepts the CRD and the examples (strict field
-//! validation, so a field the schema lacks fails) and prints the columns;
-//! the deployment manifests in `deploy/` apply and hold together.
+//! The CRDs: the committed copies (`deploy/crds/`, the Helm chart's
+//! `crds/`) match the generated one, the schema is structural, the example
+//! jobs parse and validate, and a simulated cluster driven by the real
+//! kubectl accepts the CRD and the examples (strict field validation, so a
+//! field the schema lacks fails) and prints the columns; the deployment
+//! manifests in `deploy/` apply and hold together.
 
 #[macro_use]
 mod common;
@@ -21,15 +22,21 @@ fn repo_path(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
 
+/// The Helm chart's copy (helm installs CRDs only from a chart's `crds/`,
+/// untemplated, so it is a copy of the same generation).
+const CHART_CRDS: &str = "deploy/helm/tfjob-federator/crds/crds.yaml";
+
 #[test]
 fn committed_crds_match_the_generated_ones() {
     let generated = api::crds_yaml().expect("CRDs serialize");
-    let committed = std::fs::read_to_string(repo_path(COMMITTED)).unwrap_or_default();
-    assert!(
-        committed == generated,
-        "{COMMITTED} is out of date with the API types; regenerate it with \
-         `cargo run -- crd > {COMMITTED}` and commit the result"
-    );
+    for file in [COMMITTED, CHART_CRDS] {
+        let committed = std::fs::read_to_string(repo_path(file)).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "{file} is out of date with the API types; regenerate both with \
+             `cargo run -- crd | tee {COMMITTED} > {CHART_CRDS}` and commit the result"
+        );
+    }
 }
 
 /// Kubernetes' structural-schema rules, as far as our generator could break

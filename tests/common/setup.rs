@@ -55,6 +55,7 @@ pub struct Setup<View = Typed> {
     leader_identity: Option<String>,
     own_namespace: Option<String>,
     partition_home: bool,
+    identity: Option<PathBuf>,
     view: PhantomData<View>,
 }
 
@@ -71,6 +72,7 @@ impl Setup<Typed> {
             leader_identity: None,
             own_namespace: None,
             partition_home: false,
+            identity: None,
             view: PhantomData,
         }
     }
@@ -122,6 +124,14 @@ impl<View> Setup<View> {
         self
     }
 
+    /// On the real ground, the controller runs with this kubeconfig instead
+    /// of the identity `deploy/controller.yaml` ships (the Helm chart's, in
+    /// `tests/deploy.rs`).
+    pub fn identity(mut self, kubeconfig: PathBuf) -> Self {
+        self.identity = Some(kubeconfig);
+        self
+    }
+
     /// Jobs read and written as JSON.
     pub fn json_jobs(self) -> Setup<Json> {
         Setup {
@@ -133,6 +143,7 @@ impl<View> Setup<View> {
             leader_identity: self.leader_identity,
             own_namespace: self.own_namespace,
             partition_home: self.partition_home,
+            identity: self.identity,
             view: PhantomData,
         }
     }
@@ -146,6 +157,10 @@ impl<View> Setup<View> {
         let names: Vec<String> = std::iter::once("home".to_string())
             .chain(self.members.iter().cloned())
             .collect();
+        assert!(
+            self.ground == Ground::Real || self.identity.is_none(),
+            "an identity of its own is the real ground's alone"
+        );
         let (clusters, kubeconfigs, controller_kubeconfig) = match self.ground {
             Ground::Sim => self.start_simulated(&dir, &names).await,
             Ground::Real => self.take_real(&names).await,
@@ -259,10 +274,14 @@ impl<View> Setup<View> {
             .iter()
             .map(|name| (name.to_string(), clusters.kubeconfig(name)))
             .collect();
+        let controller_kubeconfig = match &self.identity {
+            Some(kubeconfig) => kubeconfig.clone(),
+            None => clusters.controller_kubeconfig().await,
+        };
         (
             Clusters::Real { _turn: turn },
             kubeconfigs,
-            clusters.controller_kubeconfig().await,
+            controller_kubeconfig,
         )
     }
 }
