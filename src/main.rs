@@ -12,6 +12,11 @@ use tfjob_federator::join::{self, JoinOptions};
 use tfjob_federator::telemetry::{self, LogFormat, Metrics, Readiness, Synced};
 use tfjob_federator::{api, controller, election, plan};
 
+/// mimalloc instead of the C library's allocator: less CPU per job and a
+/// smaller resident set at 10,000 jobs (README "Benchmark").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     version,
