@@ -25,8 +25,7 @@ use common::wait::eventually;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
-use kube::core::GroupVersionKind;
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use tfjob_federator::api::JobPhase;
 use tfjob_federator::config::ControllerConfig;
@@ -437,18 +436,7 @@ async fn kustomize_renderings_pass_a_server_side_dry_run() {
 
 /// Whether `object` (as rendered) exists on the cluster.
 async fn exists(client: &Client, object: &Value) -> bool {
-    let api_version = object["apiVersion"].as_str().expect("apiVersion");
-    let kind = object["kind"].as_str().expect("kind");
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let gvk = GroupVersionKind::gvk(group, version, kind);
-    let (resource, _) = kube::discovery::pinned_kind(client, &gvk)
-        .await
-        .unwrap_or_else(|e| panic!("{kind} is served: {e}"));
-    let name = object["metadata"]["name"].as_str().expect("name");
-    let api: Api<DynamicObject> = match object["metadata"]["namespace"].as_str() {
-        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
+    let (api, kind, name) = real::api_of(client, object).await;
     api.get_opt(name)
         .await
         .unwrap_or_else(|e| panic!("get {kind} {name}: {e}"))

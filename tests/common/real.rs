@@ -278,8 +278,12 @@ pub async fn apply_manifest(client: &Client, path: &Path, keep: impl Fn(&str) ->
     }
 }
 
-/// Server-side applies one object (any kind the server serves).
-pub async fn apply(client: &Client, object: &Value) {
+/// The API of one rendered object's kind (any kind the server serves), in
+/// its namespace, with its kind and name.
+pub async fn api_of<'o>(
+    client: &Client,
+    object: &'o Value,
+) -> (Api<DynamicObject>, &'o str, &'o str) {
     let api_version = object["apiVersion"].as_str().expect("apiVersion");
     let kind = object["kind"].as_str().expect("kind");
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
@@ -288,16 +292,21 @@ pub async fn apply(client: &Client, object: &Value) {
         .await
         .unwrap_or_else(|e| panic!("{kind} is served: {e}"));
     let name = object["metadata"]["name"].as_str().expect("name");
-    let api: Api<DynamicObject> =
-        match (capabilities.scope, object["metadata"]["namespace"].as_str()) {
-            (kube::discovery::Scope::Namespaced, Some(ns)) => {
-                Api::namespaced_with(client.clone(), ns, &resource)
-            }
-            (kube::discovery::Scope::Namespaced, None) => {
-                Api::default_namespaced_with(client.clone(), &resource)
-            }
-            (kube::discovery::Scope::Cluster, _) => Api::all_with(client.clone(), &resource),
-        };
+    let api = match (capabilities.scope, object["metadata"]["namespace"].as_str()) {
+        (kube::discovery::Scope::Namespaced, Some(ns)) => {
+            Api::namespaced_with(client.clone(), ns, &resource)
+        }
+        (kube::discovery::Scope::Namespaced, None) => {
+            Api::default_namespaced_with(client.clone(), &resource)
+        }
+        (kube::discovery::Scope::Cluster, _) => Api::all_with(client.clone(), &resource),
+    };
+    (api, kind, name)
+}
+
+/// Server-side applies one object (any kind the server serves).
+pub async fn apply(client: &Client, object: &Value) {
+    let (api, kind, name) = api_of(client, object).await;
     api.patch(
         name,
         &PatchParams::apply("tfjob-federator-tests").force(),
