@@ -21,7 +21,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
-use tfjob_federator::api::{JobPhase, ReplicaPhase};
+use tfjob_federator::api::{JobPhase, ReplicaPhase, TensorFlowTrainingJob};
 
 /// Quick pods: bound → Running in 0.1 s.
 const PENDING: (&str, &str) = ("pending-seconds", "0.1");
@@ -1115,6 +1115,8 @@ async fn two_hundred_jobs_succeed_with_few_status_writes() {
     const JOBS: usize = 200;
     let env = Setup::on(Ground::Sim)
         .own_namespace("many")
+        .settings("statusWriteIntervalMs: 300\nstatusDetailIntervalMs: 1000\n")
+        .log_filter("info,tfjob_federator::actors::job=debug")
         .max_pods(400)
         .start()
         .await;
@@ -1204,65 +1206,74 @@ async fn two_hundred_jobs_succeed_with_few_status_writes() {
             .is_empty()
     );
 
-    let mut writes: BTreeMap<String, usize> = BTreeMap::new();
-    let mut last: BTreeMap<String, Option<Value>> = BTreeMap::new();
+    // The status changes each job's watch showed.
+    let mut seen: BTreeMap<String, Vec<TensorFlowTrainingJob>> = BTreeMap::new();
     for (change, job) in recorder.events() {
-        let name = job.name_any();
-        let status = job
-            .status
-            .as_ref()
-            .map(|s| serde_json::to_value(s).expect("status json"));
-        let previous = last.insert(name.clone(), status.clone());
-        if change == Change::Modified && previous.flatten() != status {
-            *writes.entry(name).or_default() += 1;
+        let history = seen.entry(job.name_any()).or_default();
+        let previous = history.last().and_then(|j| j.status.as_ref());
+        if change == Change::Modified && job.status.is_some() && previous != job.status.as_ref() {
+            history.push(job);
         }
     }
-    assert_eq!(writes.len(), JOBS);
-    let max = writes.values().max().copied().unwrap_or_default();
-    let total: usize = writes.values().sum();
-    let mut histogram: BTreeMap<usize, usize> = BTreeMap::new();
-    for n in writes.values() {
-        *histogram.entry(*n).or_default() += 1;
+    assert_eq!(seen.len(), JOBS);
+    // The writes the controller sent, per job, from its log.
+    let mut sent: BTreeMap<String, Vec<StatusWrite>> = BTreeMap::new();
+    for line in env.log().lines() {
+        if let Some((job, write)) = StatusWrite::parse(line) {
+            sent.entry(job).or_default().push(write);
+        }
     }
+    let mut histogram: BTreeMap<usize, usize> = BTreeMap::new();
+    for history in seen.values() {
+        *histogram.entry(history.len()).or_default() += 1;
+    }
+    let total: usize = seen.values().map(Vec::len).sum();
     eprintln!(
         "{JOBS} jobs: submitted in {submitted:?}, all Succeeded after {all_done:?}; \
-         status writes per job: mean {:.2}, max {max}, histogram {histogram:?}",
+         status writes per job: mean {:.2}, histogram {histogram:?}",
         total as f64 / JOBS as f64
     );
-    if max >= 10 {
-        let (worst, _) = writes.iter().max_by_key(|(_, n)| **n).expect("a job");
-        let steps: Vec<String> = statuses(&recorder, worst)
-            .iter()
-            .map(|j| {
-                let replicas: Vec<String> = j
-                    .status
-                    .iter()
-                    .flat_map(|s| &s.tasks)
-                    .flat_map(|t| &t.replica_status)
-                    .map(|r| {
-                        format!(
-                            "{}:{:?}{:?}",
-                            r.name,
-                            r.phase,
-                            r.containers
-                                .iter()
-                                .map(|c| c.state.clone().unwrap_or_default())
-                                .collect::<Vec<_>>()
-                        )
-                    })
-                    .collect();
-                format!(
-                    "{:?} {:?} {}",
-                    phase_of(j),
-                    aggregate(j),
-                    replicas.join(" ")
-                )
-            })
-            .collect();
-        panic!(
-            "job {worst} had {max} status writes ({histogram:?}):\n{}",
-            steps.join("\n")
+    // How many writes a job makes depends on how long its pods take, which
+    // depends on the machine's load; what the controller promises is the
+    // spacing (README, `statusDetailIntervalMs`): a write of replica details
+    // alone comes 1 s after the previous write, then 2 s, then 4 s, and 4 s
+    // once the job has ended. A change of phase, conditions or restarts
+    // waits `statusWriteIntervalMs`, and a write the job's next step depends
+    // on (a placement, a restart, the end) goes at once. The log's times are
+    // when the controller sent each write; the watch cannot stand in for
+    // them, as its delivery lags by seconds under load.
+    for (name, history) in &seen {
+        let writes = sent.get(name).map(Vec::as_slice).unwrap_or_default();
+        assert!(
+            history.len() <= writes.len(),
+            "job {name}: the watch saw {} status changes, the controller logged {} writes",
+            history.len(),
+            writes.len()
         );
+        let mut detail_writes = 0u32;
+        for pair in writes.windows(2) {
+            let [before, after] = pair else {
+                unreachable!("windows of two")
+            };
+            let required = if after.persist {
+                Duration::ZERO
+            } else if after.summary_changed {
+                Duration::from_millis(300)
+            } else {
+                Duration::from_secs(1 << detail_writes.min(2))
+            };
+            detail_writes = match (after.summary_changed, after.ended) {
+                (false, _) => detail_writes + 1,
+                (true, false) => 0,
+                (true, true) => 2,
+            };
+            let gap = after.at.duration_since(before.at).unsigned_abs();
+            assert!(
+                gap + Duration::from_millis(5) >= required,
+                "job {name}: a status write {gap:?} after the previous one, where {required:?} \
+                 is due:\n{writes:#?}"
+            );
+        }
     }
     let problems = env.controller_problems();
     assert!(
@@ -1270,6 +1281,40 @@ async fn two_hundred_jobs_succeed_with_few_status_writes() {
         "the controller logged problems:\n{}",
         problems.join("\n")
     );
+}
+
+/// A status write as the controller's debug log tells it.
+#[derive(Debug)]
+struct StatusWrite {
+    at: jiff::Timestamp,
+    summary_changed: bool,
+    persist: bool,
+    ended: bool,
+}
+
+impl StatusWrite {
+    /// The job and the write, if `line` is a "writing the status" line.
+    fn parse(line: &str) -> Option<(String, StatusWrite)> {
+        let entry: Value = serde_json::from_str(line).ok()?;
+        let fields = &entry["fields"];
+        if fields["message"] != "writing the status" {
+            return None;
+        }
+        let at = entry["timestamp"]
+            .as_str()?
+            .parse()
+            .expect("a log timestamp");
+        let phase = fields["phase"].as_str().unwrap_or_default();
+        let write = StatusWrite {
+            at,
+            summary_changed: fields["summary_changed"]
+                .as_bool()
+                .expect("summary_changed"),
+            persist: fields["persist"].as_bool().expect("persist"),
+            ended: ["Succeeded", "Failed"].iter().any(|p| phase.contains(p)),
+        };
+        Some((fields["job"].as_str()?.to_string(), write))
+    }
 }
 
 // The scenarios above that run on both grounds. Not on the real ground: the

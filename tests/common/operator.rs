@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -308,9 +308,10 @@ pub enum Change {
 }
 
 /// Records every event of a watch on one resource type, from the moment it
-/// starts (resuming from the last resourceVersion when the stream ends).
+/// starts (resuming from the last resourceVersion when the stream ends),
+/// with the time each arrived.
 pub struct Recorder<K> {
-    log: Arc<Mutex<Vec<(Change, K)>>>,
+    log: Arc<Mutex<Vec<(Change, K, Instant)>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -330,7 +331,7 @@ where
             .await
             .expect("start watch")
             .boxed();
-        let log: Arc<Mutex<Vec<(Change, K)>>> = Arc::default();
+        let log: Arc<Mutex<Vec<(Change, K, Instant)>>> = Arc::default();
         let sink = log.clone();
         let task = tokio::spawn(async move {
             let mut stream = first;
@@ -356,9 +357,11 @@ where
                     if let Some(v) = object.meta().resource_version.clone() {
                         version = v;
                     }
-                    sink.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push((change, object));
+                    sink.lock().unwrap_or_else(|e| e.into_inner()).push((
+                        change,
+                        object,
+                        Instant::now(),
+                    ));
                 }
                 stream = loop {
                     match api.watch(&params, &version).await {
@@ -373,6 +376,14 @@ where
 
     /// Everything recorded so far.
     pub fn events(&self) -> Vec<(Change, K)> {
+        self.timed_events()
+            .into_iter()
+            .map(|(change, object, _)| (change, object))
+            .collect()
+    }
+
+    /// Everything recorded so far, with the time each event arrived.
+    pub fn timed_events(&self) -> Vec<(Change, K, Instant)> {
         self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 

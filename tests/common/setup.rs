@@ -56,6 +56,7 @@ pub struct Setup<View = Typed> {
     own_namespace: Option<String>,
     partition_home: bool,
     identity: Option<PathBuf>,
+    log_filter: String,
     view: PhantomData<View>,
 }
 
@@ -73,6 +74,7 @@ impl Setup<Typed> {
             own_namespace: None,
             partition_home: false,
             identity: None,
+            log_filter: "info".to_string(),
             view: PhantomData,
         }
     }
@@ -111,6 +113,12 @@ impl<View> Setup<View> {
         self
     }
 
+    /// The controller's `RUST_LOG` (`info` unless set).
+    pub fn log_filter(mut self, filter: &str) -> Self {
+        self.log_filter = filter.to_string();
+        self
+    }
+
     /// The test works in a fresh namespace named after `test`.
     pub fn own_namespace(mut self, test: &str) -> Self {
         self.own_namespace = Some(test.to_string());
@@ -144,6 +152,7 @@ impl<View> Setup<View> {
             own_namespace: self.own_namespace,
             partition_home: self.partition_home,
             identity: self.identity,
+            log_filter: self.log_filter,
             view: PhantomData,
         }
     }
@@ -189,6 +198,7 @@ impl<View> Setup<View> {
             controller_kubeconfig,
             kubeconfigs,
             leader_identity: self.leader_identity,
+            log_filter: self.log_filter,
             controller: None,
             _clusters: clusters,
             view: PhantomData,
@@ -312,6 +322,7 @@ pub struct Env<View = Typed> {
     /// The admin kubeconfig of every cluster, by name.
     kubeconfigs: BTreeMap<String, PathBuf>,
     leader_identity: Option<String>,
+    log_filter: String,
     controller: Option<Controller>,
     _clusters: Clusters,
     view: PhantomData<View>,
@@ -432,7 +443,7 @@ impl<View> Env<View> {
             .arg(self.dir.join("controller.yaml"))
             // Tests run side by side: each controller serves on a port of its own.
             .args(["--metrics-addr", "127.0.0.1:0"])
-            .env("RUST_LOG", "info");
+            .env("RUST_LOG", &self.log_filter);
         if let Some(identity) = identity {
             command.args([
                 "--leader-elect",
