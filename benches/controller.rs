@@ -28,7 +28,8 @@
 //! `BENCH_A_JOBS`, `BENCH_B_JOBS`, `BENCH_C_RATE`, `BENCH_C_SECONDS`,
 //! `BENCH_D_JOBS`, `BENCH_E_JOBS`, `BENCH_E_MEMBERS`, `BENCH_E_NODES`,
 //! `BENCH_IDLE_SECONDS`, `BENCH_CEILING_PODS`, `BENCH_DEADLINE_SECONDS`;
-//! `BENCH_SMOKE=1` makes every workload tiny (CI). The process exits
+//! `BENCH_SMOKE=1` makes every workload tiny (CI); `BENCH_CONTROLLER_PREFIX`
+//! runs the controller under a profiler. The process exits
 //! non-zero when a job does not reach its expected phase in time, a
 //! submission fails, or the controller or the clusters die.
 
@@ -789,7 +790,17 @@ async fn start_controller(
         .and_then(|l| l.local_addr())
         .context("finding a free port")?
         .port();
-    let mut command = Command::new(binary);
+    // A profiler to run the controller under (`BENCH_CONTROLLER_PREFIX=
+    // "heaptrack -o FILE"`): the CPU and RSS figures are then the wrapper's.
+    let prefix = std::env::var("BENCH_CONTROLLER_PREFIX").unwrap_or_default();
+    let mut command = match prefix.split_whitespace().collect::<Vec<_>>().as_slice() {
+        [] => Command::new(binary),
+        [wrapper, args @ ..] => {
+            let mut command = Command::new(wrapper);
+            command.args(args).arg(binary);
+            command
+        }
+    };
     command
         .arg("run")
         .arg("--kubeconfig")

@@ -15,6 +15,6 @@ pub mod plan;
 pub mod telemetry;
 
 pub use tfjob_core::{
-    api, builders, capacity, isolation, lifecycle, placement, quantity, signing, status, sweep,
-    validation,
+    api, builders, capacity, isolation, lifecycle, observed, placement, quantity, signing, status,
+    sweep, validation,
 };

@@ -13,7 +13,9 @@ use tfjob_federator::telemetry::{self, LogFormat, Metrics, Readiness, Synced};
 use tfjob_federator::{api, controller, election, plan};
 
 /// mimalloc instead of the C library's allocator: less CPU per job and a
-/// smaller resident set at 10,000 jobs (README "Benchmark").
+/// smaller resident set at 10,000 jobs (README "Benchmark"). Without the
+/// `mimalloc` feature, the C library's, for heap profilers.
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -22,7 +22,8 @@ use super::Shared;
 use super::call::{self, Backoff, Kind, Outcome};
 use super::members::{MemberSupervisor, Place, Placed, PlacementDecided, Release, Resolve, Target};
 use super::replica::{
-    Abandon, Finish, ReplicaActor, ReplicaReport, ReplicaSetup, Restart, Teardown, TornDown, Trust,
+    Abandon, Desired, Finish, ReplicaActor, ReplicaReport, ReplicaSetup, Restart, Teardown,
+    TornDown, Trust,
 };
 use crate::api::{ReplicaKey, ReplicaSpec, TensorFlowTrainingJob, TensorFlowTrainingJobStatus};
 use crate::builders::{self, PodParams, Topology};
@@ -645,12 +646,16 @@ impl JobActor {
                     let built = builders::build_pod(&job, *key, &params).and_then(|pod| {
                         Ok((pod, builders::build_service(&job, *key, epoch, owner)?))
                     });
-                    match built {
-                        Ok((mut pod, mut service)) => {
-                            trust.sign(&mut pod.metadata, epoch, "Pod");
-                            trust.sign(&mut service.metadata, epoch, "Service");
-                            Some((pod, service))
-                        }
+                    let desired =
+                        built
+                            .map_err(|e| e.to_string())
+                            .and_then(|(mut pod, mut service)| {
+                                trust.sign(&mut pod.metadata, epoch, "Pod");
+                                trust.sign(&mut service.metadata, epoch, "Service");
+                                Desired::new(&pod, &service).map_err(|e| e.to_string())
+                            });
+                    match desired {
+                        Ok(desired) => Some(desired),
                         Err(e) => {
                             ctx.notify(Fed(Event::BuildFailed(format!("replica {key}: {e}"))));
                             return;

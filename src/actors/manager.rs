@@ -62,11 +62,13 @@ impl JobManager {
     }
 
     fn apply(&mut self, ctx: &mut Context<Self>, listed: ListedJob) {
-        let obj = listed.object;
+        let mut obj = listed.object;
         if let Some(error) = listed.unreadable {
             self.reject_unparsable(&obj, &error);
             return;
         }
+        // Nothing reads them, and the job actor keeps its job for life.
+        obj.metadata.managed_fields = None;
         let uid = obj.uid().unwrap_or_default();
         let parsed = serde_json::to_value(&obj)
             .map_err(|e| e.to_string())

@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::{Client, Resource, ResourceExt};
 
 use super::call::{self, Backoff, Kind, Outcome};
 use crate::api::{CleanUpPolicy, ReplicaKey, ReplicaPhase};
@@ -29,6 +29,7 @@ use crate::lifecycle::{
     self,
     machine::{Blocked, Intent, reason},
 };
+use crate::observed::ObservedPod;
 use crate::signing::{self, SIGNATURE_ANNOTATION, Signer};
 use crate::status::ReplicaView;
 use crate::telemetry::ActorKind;
@@ -86,7 +87,7 @@ pub struct ReplicaSetup {
     pub epoch: u64,
     pub cluster: ClusterHandle,
     /// The pod and service to create; needed only to run.
-    pub desired: Option<(Pod, Service)>,
+    pub desired: Option<Desired>,
     /// Export the service to the clusterset (the member's `exportServices`).
     pub export_services: bool,
     pub intent: Intent,
@@ -96,10 +97,28 @@ pub struct ReplicaSetup {
     pub trust: Trust,
 }
 
+/// A replica's pod and service as the bodies of their creates: serialized
+/// once, and kept for the replica's life (a restart creates the pod again)
+/// at half the size of the typed objects.
+#[derive(Clone)]
+pub struct Desired {
+    pod: Vec<u8>,
+    service: Vec<u8>,
+}
+
+impl Desired {
+    pub fn new(pod: &Pod, service: &Service) -> Result<Desired, serde_json::Error> {
+        Ok(Desired {
+            pod: serde_json::to_vec(pod)?,
+            service: serde_json::to_vec(service)?,
+        })
+    }
+}
+
 pub struct ReplicaActor {
     setup: ReplicaSetup,
     pod_key: PodKey,
-    current: Option<Arc<Pod>>,
+    current: Option<Arc<ObservedPod>>,
     /// The uid of a pod of another epoch holding the name, being deleted.
     obstacle: Option<String>,
     /// The uid of the last pod seen, reported once the pod is gone.
@@ -176,7 +195,7 @@ impl ReplicaActor {
         )
     }
 
-    fn pods(&self) -> Api<Pod> {
+    fn pods(&self) -> Api<ObservedPod> {
         Api::namespaced(self.cluster().client.clone(), &self.pod_key.0)
     }
 
@@ -308,22 +327,22 @@ impl ReplicaActor {
     }
 
     fn ensure_service(&mut self, ctx: &mut Context<Self>) {
-        let Some((_, service)) = self.setup.desired.clone() else {
+        let Some(Desired { service, .. }) = &self.setup.desired else {
             return;
         };
         if !self.wants_pod {
             return;
         }
+        let service = service.clone();
         let api = self.services();
+        let (client, namespace) = (self.cluster().client.clone(), self.pod_key.0.clone());
         let (backoff, what) = (self.setup.backoff, self.what("creating service"));
         let name = self.pod_key.1.clone();
         let trust = self.setup.trust.clone();
         ctx.spawn(
             async move {
-                let post = PostParams::default();
-                match call::call(Kind::Create, backoff, &what, || api.create(&post, &service))
-                    .await?
-                {
+                let create = || create::<Service>(&client, &namespace, service.clone());
+                match call::call(Kind::Create, backoff, &what, create).await? {
                     Outcome::Done(created) => Ok(Some(created)),
                     // An existing service (after a restart) is kept as it is, if ours.
                     _ => match call::call(Kind::Write, backoff, &what, || api.get(&name)).await? {
@@ -381,7 +400,7 @@ impl ReplicaActor {
 
     /// Creates the pod unless one exists, is being created, or is not wanted.
     fn ensure_pod(&mut self, ctx: &mut Context<Self>) {
-        let Some((pod, _)) = self.setup.desired.clone() else {
+        let Some(Desired { pod, .. }) = &self.setup.desired else {
             return;
         };
         if !self.wants_pod
@@ -393,15 +412,17 @@ impl ReplicaActor {
         {
             return;
         }
+        let pod = pod.clone();
         self.creating = true;
         let api = self.pods();
+        let (client, namespace) = (self.cluster().client.clone(), self.pod_key.0.clone());
         let (backoff, what) = (self.setup.backoff, self.what("creating pod"));
         let name = self.pod_key.1.clone();
         let trust = self.setup.trust.clone();
         ctx.spawn(
             async move {
-                let post = PostParams::default();
-                match call::call(Kind::Create, backoff, &what, || api.create(&post, &pod)).await? {
+                let create = || create::<ObservedPod>(&client, &namespace, pod.clone());
+                match call::call(Kind::Create, backoff, &what, create).await? {
                     Outcome::Done(created) => Ok(Some((created, true))),
                     _ => match call::call(Kind::Write, backoff, &what, || api.get(&name)).await? {
                         Outcome::Done(existing) => Ok(Some((existing, false))),
@@ -410,28 +431,30 @@ impl ReplicaActor {
                 }
             }
             .into_actor(self)
-            .map(move |result: kube::Result<Option<(Pod, bool)>>, act, ctx| {
-                act.creating = false;
-                match result {
-                    Ok(Some((pod, created))) if created || trust.owns(&pod, "Pod") => {
-                        act.unblocked(true);
-                        // The informer reports it too; taking it now avoids a second create.
-                        if act.current.is_none() {
-                            act.observe(ctx, Some(Arc::new(pod)));
-                            act.report();
-                            act.apply_clean_up(ctx);
-                            if act.tearing_down {
-                                act.delete_pod(ctx, None);
+            .map(
+                move |result: kube::Result<Option<(ObservedPod, bool)>>, act, ctx| {
+                    act.creating = false;
+                    match result {
+                        Ok(Some((pod, created))) if created || trust.owns(&pod, "Pod") => {
+                            act.unblocked(true);
+                            // The informer reports it too; taking it now avoids a second create.
+                            if act.current.is_none() {
+                                act.observe(ctx, Some(Arc::new(pod)));
+                                act.report();
+                                act.apply_clean_up(ctx);
+                                if act.tearing_down {
+                                    act.delete_pod(ctx, None);
+                                }
                             }
                         }
+                        Ok(Some(_)) => act.blocked_by(ctx, true),
+                        // Deleted between our create and our read: create it again.
+                        Ok(None) => act.ensure_pod(ctx),
+                        Err(e) => act.refused(ctx, true, &e),
                     }
-                    Ok(Some(_)) => act.blocked_by(ctx, true),
-                    // Deleted between our create and our read: create it again.
-                    Ok(None) => act.ensure_pod(ctx),
-                    Err(e) => act.refused(ctx, true, &e),
-                }
-                act.finish_teardown_if_gone(ctx);
-            }),
+                    act.finish_teardown_if_gone(ctx);
+                },
+            ),
         );
     }
 
@@ -505,7 +528,7 @@ impl ReplicaActor {
 
     /// Takes a pod seen for the replica's name: its own, or (another
     /// epoch's) one to delete before its own can be created.
-    fn observe(&mut self, ctx: &mut Context<Self>, pod: Option<Arc<Pod>>) {
+    fn observe(&mut self, ctx: &mut Context<Self>, pod: Option<Arc<ObservedPod>>) {
         match pod {
             // Labelled like ours but not made by us: never adopted nor deleted.
             Some(pod) if !self.setup.trust.owns(pod.as_ref(), "Pod") => {
@@ -531,7 +554,7 @@ impl ReplicaActor {
         }
     }
 
-    fn set_current(&mut self, pod: Option<Arc<Pod>>) {
+    fn set_current(&mut self, pod: Option<Arc<ObservedPod>>) {
         if let Some(uid) = pod.as_ref().and_then(|p| p.metadata.uid.clone()) {
             self.last_uid = Some(uid);
         }
@@ -542,11 +565,7 @@ impl ReplicaActor {
     /// policy says so for the pod's state.
     fn apply_clean_up(&mut self, ctx: &mut Context<Self>) {
         let Some(policy) = self.finished else { return };
-        let phase = self
-            .current
-            .as_ref()
-            .and_then(|p| p.status.as_ref())
-            .and_then(|s| s.phase.clone());
+        let phase = self.current.as_ref().and_then(|p| p.phase.clone());
         if !lifecycle::clean_up_deletes(policy, phase.as_deref()) {
             return;
         }
@@ -757,8 +776,21 @@ impl Handler<Teardown> for ReplicaActor {
     }
 }
 
+/// Creates an object from its serialized `body`, reading the answer as `K`
+/// (a pod's as [`ObservedPod`], never as a whole `Pod`).
+async fn create<K>(client: &Client, namespace: &str, body: Vec<u8>) -> kube::Result<K>
+where
+    K: Resource<DynamicType = ()> + serde::de::DeserializeOwned,
+{
+    let mut request = kube::core::Request::new(K::url_path(&(), Some(namespace)))
+        .create(&PostParams::default(), body)
+        .map_err(kube::Error::BuildRequest)?;
+    request.extensions_mut().insert("create");
+    client.request(request).await
+}
+
 /// The placement epoch a pod was created under (its label).
-fn epoch_of(pod: &Pod) -> Option<u64> {
+fn epoch_of(pod: &ObservedPod) -> Option<u64> {
     pod.labels()
         .get(crate::builders::PLACEMENT_EPOCH_LABEL)?
         .parse()

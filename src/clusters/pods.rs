@@ -8,13 +8,13 @@ use std::sync::Arc;
 use actix::prelude::*;
 use dashmap::{DashMap, DashSet};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 
 use crate::builders::MANAGED_SELECTOR;
+use crate::observed::ObservedPod;
 use crate::telemetry::{ActorKind, Metrics, metrics::Alive};
 
 /// `(namespace, name)` of a pod.
@@ -26,7 +26,7 @@ pub type PodKey = (String, String);
 #[derive(Message, Clone)]
 #[rtype(result = "()")]
 pub struct PodChanged {
-    pub pod: Option<Arc<Pod>>,
+    pub pod: Option<Arc<ObservedPod>>,
     pub gone: Option<String>,
 }
 
@@ -37,7 +37,7 @@ pub struct ClusterHandle {
     pub name: String,
     pub client: Client,
     pub metrics: Arc<Metrics>,
-    pods: Arc<DashMap<PodKey, Arc<Pod>>>,
+    pods: Arc<DashMap<PodKey, Arc<ObservedPod>>>,
     routes: Arc<DashMap<PodKey, Recipient<PodChanged>>>,
     /// Namespaces this connection created or found existing: a job's
     /// namespace is created on a member once, not once per job.
@@ -47,7 +47,11 @@ pub struct ClusterHandle {
 
 impl ClusterHandle {
     /// Routes the pod's changes to `recipient`; returns the pod as cached now.
-    pub fn register(&self, key: PodKey, recipient: Recipient<PodChanged>) -> Option<Arc<Pod>> {
+    pub fn register(
+        &self,
+        key: PodKey,
+        recipient: Recipient<PodChanged>,
+    ) -> Option<Arc<ObservedPod>> {
         self.routes.insert(key.clone(), recipient);
         self.pods.get(&key).map(|p| p.clone())
     }
@@ -152,21 +156,19 @@ impl Actor for ClusterActor {
     }
 }
 
-/// A pod as the cache keeps it: without its managedFields, which nothing
-/// here reads and which are a good part of a pod's size.
-fn kept(mut pod: Pod) -> Arc<Pod> {
-    pod.metadata.managed_fields = None;
-    Arc::new(pod)
-}
-
-fn pod_key(pod: &Pod) -> PodKey {
+fn pod_key(pod: &ObservedPod) -> PodKey {
     (
         pod.metadata.namespace.clone().unwrap_or_default(),
         pod.metadata.name.clone().unwrap_or_default(),
     )
 }
 
-fn route(handle: &ClusterHandle, key: &PodKey, pod: Option<Arc<Pod>>, gone: Option<String>) {
+fn route(
+    handle: &ClusterHandle,
+    key: &PodKey,
+    pod: Option<Arc<ObservedPod>>,
+    gone: Option<String>,
+) {
     if let Some(recipient) = handle.routes.get(key) {
         crate::actors::tell(
             recipient.value(),
@@ -180,14 +182,14 @@ fn route(handle: &ClusterHandle, key: &PodKey, pod: Option<Arc<Pod>>, gone: Opti
 /// Keeps the cache and routes changes; a relist replaces the cache and
 /// reports pods that vanished meanwhile as gone.
 async fn run_informer(handle: ClusterHandle, synced: watch::Sender<bool>) {
-    let api: Api<Pod> = Api::all(handle.client.clone());
+    let api: Api<ObservedPod> = Api::all(handle.client.clone());
     let config = watcher::Config::default().labels(MANAGED_SELECTOR);
     let mut events = watcher(api, config).default_backoff().boxed();
-    let mut relisted: Vec<Arc<Pod>> = Vec::new();
+    let mut relisted: Vec<Arc<ObservedPod>> = Vec::new();
     while let Some(event) = events.next().await {
         match event {
             Ok(watcher::Event::Apply(pod)) => {
-                let pod = kept(pod);
+                let pod = Arc::new(pod);
                 let key = pod_key(&pod);
                 handle.pods.insert(key.clone(), pod.clone());
                 route(&handle, &key, Some(pod), None);
@@ -198,9 +200,9 @@ async fn run_informer(handle: ClusterHandle, synced: watch::Sender<bool>) {
                 route(&handle, &key, None, pod.metadata.uid);
             }
             Ok(watcher::Event::Init) => relisted.clear(),
-            Ok(watcher::Event::InitApply(pod)) => relisted.push(kept(pod)),
+            Ok(watcher::Event::InitApply(pod)) => relisted.push(Arc::new(pod)),
             Ok(watcher::Event::InitDone) => {
-                let fresh: DashMap<PodKey, Arc<Pod>> =
+                let fresh: DashMap<PodKey, Arc<ObservedPod>> =
                     relisted.drain(..).map(|p| (pod_key(&p), p)).collect();
                 let vanished: Vec<PodKey> = handle
                     .pods

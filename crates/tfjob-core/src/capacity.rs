@@ -5,7 +5,6 @@
 //! kept up to date node by node and pod by pod, so that reading a
 //! cluster's capacity costs its nodes and unbound pods, not all its pods.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -166,30 +165,7 @@ impl<'de> Deserialize<'de> for PodUsage {
     }
 }
 
-/// A pod as the API serves it: `Api<PodUsage>` lists and watches pods.
-impl kube::Resource for PodUsage {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Pod".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "pods".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::observed::pod_resource!(PodUsage);
 
 fn schedulable(node: &Node) -> bool {
     let ready = node

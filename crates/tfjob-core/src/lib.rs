@@ -13,6 +13,7 @@ pub mod capacity;
 mod fuzz;
 pub mod isolation;
 pub mod lifecycle;
+pub mod observed;
 pub mod placement;
 pub use kube_quantity as quantity;
 pub mod signing;

@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{
@@ -13,6 +12,7 @@ use crate::api::{
     JobConditionType, ReplicaKey, ReplicaPhase, ReplicaStatus, ReplicaType, TaskStatus,
     TensorFlowTrainingJobStatus,
 };
+use crate::observed::{ContainerState, ObservedPod};
 
 /// What the job knows about one replica.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,10 +42,9 @@ impl ReplicaView {
     }
 
     /// A replica as its pod shows it; a pod being deleted counts as Deleted.
-    pub fn of_pod(key: ReplicaKey, pod: &Pod, cluster: Option<String>) -> ReplicaView {
-        let status = pod.status.as_ref();
-        let deleting = pod.metadata.deletion_timestamp.is_some();
-        let phase = match status.and_then(|s| s.phase.as_deref()) {
+    pub fn of_pod(key: ReplicaKey, pod: &ObservedPod, cluster: Option<String>) -> ReplicaView {
+        let deleting = pod.is_deleting();
+        let phase = match pod.phase.as_deref() {
             _ if deleting => ReplicaPhase::Deleted,
             Some("Pending") | None => ReplicaPhase::Pending,
             Some("Running") => ReplicaPhase::Running,
@@ -53,65 +52,44 @@ impl ReplicaView {
             Some("Failed") => ReplicaPhase::Failed,
             Some(_) => ReplicaPhase::Unknown,
         };
-        let mut exit_code = None;
-        let containers = status
-            .and_then(|s| s.container_statuses.as_ref())
-            .map(|statuses| {
-                statuses
-                    .iter()
-                    .map(|c| {
-                        let state = c.state.as_ref();
-                        let (text, code) =
-                            if let Some(t) = state.and_then(|s| s.terminated.as_ref()) {
-                                (
-                                    format!("Terminated({})", t.reason.as_deref().unwrap_or("")),
-                                    Some(t.exit_code),
-                                )
-                            } else if let Some(w) = state.and_then(|s| s.waiting.as_ref()) {
-                                (
-                                    format!("Waiting({})", w.reason.as_deref().unwrap_or("")),
-                                    None,
-                                )
-                            } else if state.and_then(|s| s.running.as_ref()).is_some() {
-                                ("Running".to_string(), None)
-                            } else {
-                                ("Unknown".to_string(), None)
-                            };
-                        if c.name == crate::api::TENSORFLOW_CONTAINER {
-                            exit_code = code;
-                        }
-                        ContainerStatus {
-                            name: c.name.clone(),
-                            state: Some(text),
-                            exit_code: code,
-                        }
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        if deleting {
-            // A pod on its way out: its last container states (SIGTERM, 143)
-            // are noise, and leaving them out keeps the view, and so the
-            // status, from changing until the pod is gone.
-            return ReplicaView {
-                key,
-                pod_name: pod.metadata.name.clone().unwrap_or_default(),
-                uid: pod.metadata.uid.clone(),
-                phase,
-                containers: Vec::new(),
-                cluster,
-                exit_code: None,
-            };
-        }
-        ReplicaView {
+        let mut view = ReplicaView {
             key,
             pod_name: pod.metadata.name.clone().unwrap_or_default(),
             uid: pod.metadata.uid.clone(),
             phase,
-            containers,
+            containers: Vec::new(),
             cluster,
-            exit_code,
+            exit_code: None,
+        };
+        if deleting {
+            // A pod on its way out: its last container states (SIGTERM, 143)
+            // are noise, and leaving them out keeps the view, and so the
+            // status, from changing until the pod is gone.
+            return view;
         }
+        for container in &pod.containers {
+            let (text, code) = match &container.state {
+                ContainerState::Terminated { exit_code, reason } => (
+                    format!("Terminated({})", reason.as_deref().unwrap_or("")),
+                    Some(*exit_code),
+                ),
+                ContainerState::Waiting { reason } => (
+                    format!("Waiting({})", reason.as_deref().unwrap_or("")),
+                    None,
+                ),
+                ContainerState::Running => ("Running".to_string(), None),
+                ContainerState::Unknown => ("Unknown".to_string(), None),
+            };
+            if container.name == crate::api::TENSORFLOW_CONTAINER {
+                view.exit_code = code;
+            }
+            view.containers.push(ContainerStatus {
+                name: container.name.clone(),
+                state: Some(text),
+                exit_code: code,
+            });
+        }
+        view
     }
 
     pub fn is_finished(&self) -> bool {
@@ -448,7 +426,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn pod(value: serde_json::Value) -> Pod {
+    fn pod(value: serde_json::Value) -> ObservedPod {
         serde_json::from_value(value).expect("valid pod")
     }
 

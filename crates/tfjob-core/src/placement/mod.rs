@@ -310,28 +310,23 @@ pub fn place(
     let mut reasons = BTreeMap::new();
     let candidates = eligible(clusters, policy, &mut reasons);
     let all: Vec<&Demand> = demands.iter().collect();
+    // Best fit: the cluster that fits the job with the least left over.
+    // What is left is the cluster's free total minus the job's, so the
+    // clusters are tried from the least free up (ties in the candidates'
+    // order) and the first that fits is the best: one try per decision
+    // when the least free cluster fits, not one per cluster.
     let single = |reasons: &mut BTreeMap<String, String>| -> Option<Assignment> {
-        let mut best: Option<(&ClusterState, (i64, i64))> = None;
-        for c in &candidates {
+        let mut least_free_first = candidates.clone();
+        least_free_first.sort_by_cached_key(|c| (c.free_total(GPU), c.free_total("cpu")));
+        for c in least_free_first {
             match pack_onto(&c.nodes, &all) {
-                Ok(nodes) => {
-                    let left = |r: &str| {
-                        nodes
-                            .iter()
-                            .map(|n| n.get(r).copied().unwrap_or(0))
-                            .sum::<i64>()
-                    };
-                    let score = (left(GPU), left("cpu"));
-                    if best.is_none_or(|(_, s)| score < s) {
-                        best = Some((c, score));
-                    }
-                }
+                Ok(_) => return Some(demands.iter().map(|d| (d.key, c.name.clone())).collect()),
                 Err(why) => {
                     reasons.insert(c.name.clone(), why);
                 }
             }
         }
-        best.map(|(c, _)| demands.iter().map(|d| (d.key, c.name.clone())).collect())
+        None
     };
     let placed = match (policy.strategy, policy.allow_split) {
         (_, false) | (FederationStrategy::Pack, true) => single(&mut reasons).or_else(|| {

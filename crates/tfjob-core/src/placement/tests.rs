@@ -75,6 +75,27 @@ fn pack_puts_a_job_that_fits_on_the_tightest_single_cluster() {
 }
 
 #[test]
+fn pack_passes_over_a_tighter_cluster_whose_nodes_cannot_hold_the_job() {
+    // Three replicas of 2 GPUs: "fragmented" has the least free in total
+    // (6, the job's) but only 1 per node; "b" and its twin "b-twin" have 8 on two
+    // nodes and fit; "roomy" fits with 12. The best fit is "b", the first
+    // of the two equally tight clusters that fit.
+    let demands = job(2, 0, 2);
+    let clusters = vec![
+        cluster("roomy", 3, 4),
+        cluster("fragmented", 6, 1),
+        cluster("b", 2, 4),
+        cluster("b-twin", 2, 4),
+    ];
+    let a = place(&demands, &clusters, &Policy::default()).expect("fits");
+    assert_eq!(per_cluster(&a), BTreeMap::from([("b".to_string(), 3)]));
+    let without_b: Vec<ClusterState> =
+        clusters.iter().filter(|c| c.name != "b").cloned().collect();
+    let a = place(&demands, &without_b, &Policy::default()).expect("fits");
+    assert_eq!(per_cluster(&a), BTreeMap::from([("b-twin".to_string(), 3)]));
+}
+
+#[test]
 fn pack_splits_over_the_fewest_clusters_and_keeps_ps_with_workers() {
     let clusters = vec![
         cluster("home", 1, 4),
