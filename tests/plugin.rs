@@ -41,6 +41,43 @@ async fn plugin(f: &Federation, args: &[&str]) -> Output {
     .expect("kubectl-tfjob runs")
 }
 
+/// `kubectl-tfjob ARGS` with `$KUBECONFIG` naming `kubeconfig`.
+async fn plugin_by_env(kubeconfig: &std::path::Path, args: &[&str]) -> Output {
+    tokio::time::timeout(
+        RUN,
+        tokio::process::Command::new(plugin_binary())
+            .args(args)
+            .env("KUBECONFIG", kubeconfig)
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("kubectl-tfjob {args:?} ended within {RUN:?}"))
+    .expect("kubectl-tfjob runs")
+}
+
+/// Home's kubeconfig with its context's namespace set to `namespace`, and
+/// a second context, current, whose server answers nothing.
+fn two_contexts(f: &Federation, namespace: &str) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(f.kubeconfig("home")).expect("home's kubeconfig");
+    let mut config: serde_yaml::Value = serde_yaml::from_str(&text).expect("YAML");
+    config["contexts"][0]["context"]["namespace"] = namespace.into();
+    let mut elsewhere = config["contexts"][0].clone();
+    elsewhere["name"] = "elsewhere".into();
+    elsewhere["context"]["cluster"] = "nowhere".into();
+    let mut nowhere = config["clusters"][0].clone();
+    nowhere["name"] = "nowhere".into();
+    nowhere["cluster"]["server"] = "http://127.0.0.1:9".into();
+    for (list, item) in [("contexts", elsewhere), ("clusters", nowhere)] {
+        if let Some(items) = config[list].as_sequence_mut() {
+            items.push(item);
+        }
+    }
+    config["current-context"] = "elsewhere".into();
+    let path = f.dir.join("two-contexts.kubeconfig");
+    std::fs::write(&path, serde_yaml::to_string(&config).expect("YAML")).expect("write it");
+    path
+}
+
 /// Its stdout, failing the test unless it exited 0.
 async fn ok(f: &Federation, args: &[&str]) -> String {
     let output = plugin(f, args).await;
@@ -371,6 +408,23 @@ async fn clusters_plan_namespaces_a_waiting_job_and_errors() {
     assert_eq!(
         row_of(&everywhere, "sleeper")[..3],
         ["default", "sleeper", "Running"]
+    );
+
+    // $KUBECONFIG and --context as kubectl reads them; the namespace is
+    // the context's.
+    let kubeconfig = two_contexts(&f, "other");
+    let by_context = plugin_by_env(&kubeconfig, &["get", "--context", "home"]).await;
+    assert!(
+        by_context.status.success(),
+        "{}",
+        String::from_utf8_lossy(&by_context.stderr)
+    );
+    let table = rows(&String::from_utf8_lossy(&by_context.stdout));
+    assert_eq!(row_of(&table, "huge")[..2], ["huge", "Pending"]);
+    let current = plugin_by_env(&kubeconfig, &["get"]).await;
+    assert!(
+        !current.status.success(),
+        "the current context's server answers nothing"
     );
 
     // Errors: a non-zero exit and a message that says what is wrong.

@@ -31,6 +31,7 @@ const MEMBER_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Parser, Debug)]
 #[command(
     name = "kubectl-tfjob",
+    bin_name = "kubectl tfjob",
     version,
     about = "TensorFlowTrainingJobs across clusters: jobs, replicas, logs, dry runs and members"
 )]
