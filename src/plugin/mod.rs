@@ -132,6 +132,8 @@ pub enum PluginError {
     Config(#[from] ConfigError),
     #[error("{path}: {error}")]
     File { path: String, error: String },
+    #[error("{what}: {error}")]
+    Stream { what: String, error: String },
     #[error("writing the output: {0}")]
     Output(String),
 }
@@ -175,7 +177,7 @@ impl Home {
         })
     }
 
-    fn jobs<K>(&self) -> Api<K>
+    fn namespaced<K>(&self) -> Api<K>
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
         K::DynamicType: Default,
@@ -376,7 +378,7 @@ async fn describe(home: &Home, name: &str, out: &mut impl Write) -> Result<(), P
     let uid = job.metadata.uid.clone();
     let params = ListParams::default().fields(&format!("regarding.name={name}"));
     let mut events: Vec<Event> = home
-        .jobs::<Event>()
+        .namespaced::<Event>()
         .list(&params)
         .await
         .map_err(api_error(format!("listing the Events of job {name}")))?
@@ -431,11 +433,10 @@ async fn logs(
         })?
         .map_err(api_error(what.clone()))?;
     let mut lines = stream.lines();
-    while let Some(line) = lines
-        .try_next()
-        .await
-        .map_err(|e| PluginError::Connect(format!("{what}: {e}")))?
-    {
+    while let Some(line) = lines.try_next().await.map_err(|e| PluginError::Stream {
+        what: what.clone(),
+        error: e.to_string(),
+    })? {
         writeln!(out, "{line}").map_err(output_error)?;
         // Followed lines show as they come.
         out.flush().map_err(output_error)?;

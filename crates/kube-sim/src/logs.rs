@@ -15,7 +15,7 @@
 //! `follow` streams lines as they are written and ends when the container
 //! exits or the pod is gone.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
@@ -42,9 +42,6 @@ fn started_lines(pod: &str, attempt: usize) -> Vec<String> {
     ]
 }
 
-/// Pod uid and container name.
-type ContainerKey = (String, String);
-
 /// One container's log: the lines of its current instance and, after an
 /// in-place restart, of the one before.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -58,18 +55,21 @@ struct ContainerLog {
     exited: bool,
 }
 
-/// Every container log of a cluster, and a signal for followers.
+/// Each container's log, by container name.
+type PodLogs = BTreeMap<String, ContainerLog>;
+
+/// Every container log of a cluster, by pod uid, and a signal for followers.
 #[derive(Default)]
 pub struct Logs {
-    containers: Mutex<HashMap<ContainerKey, ContainerLog>>,
+    pods: Mutex<HashMap<String, PodLogs>>,
     changed: Notify,
 }
 
 impl Logs {
-    fn with<T>(&self, f: impl FnOnce(&mut HashMap<ContainerKey, ContainerLog>) -> T) -> T {
-        let mut containers = self.containers.lock().unwrap_or_else(|e| e.into_inner());
-        let result = f(&mut containers);
-        drop(containers);
+    fn with<T>(&self, f: impl FnOnce(&mut HashMap<String, PodLogs>) -> T) -> T {
+        let mut pods = self.pods.lock().unwrap_or_else(|e| e.into_inner());
+        let result = f(&mut pods);
+        drop(pods);
         self.changed.notify_waiters();
         result
     }
@@ -77,11 +77,10 @@ impl Logs {
     /// Attempt `attempt` (0-based) of the containers of pod `uid` starts;
     /// the lines of an earlier instance become `previous`.
     pub fn start(&self, uid: &str, pod: &str, containers: &[String], attempt: usize) {
-        self.with(|logs| {
+        self.with(|pods| {
+            let logs = pods.entry(uid.to_string()).or_default();
             for container in containers {
-                let log = logs
-                    .entry((uid.to_string(), container.clone()))
-                    .or_default();
+                let log = logs.entry(container.clone()).or_default();
                 if log.instances > 0 {
                     log.previous = Some(std::mem::take(&mut log.current));
                 }
@@ -97,9 +96,13 @@ impl Logs {
     /// The running containers of pod `uid` exit with `code`; a container
     /// that never started writes nothing.
     pub fn exit(&self, uid: &str, code: i32) {
-        self.with(|logs| {
-            for ((u, _), log) in logs.iter_mut() {
-                if u == uid && !log.exited {
+        self.with(|pods| {
+            for log in pods
+                .get_mut(uid)
+                .into_iter()
+                .flat_map(|logs| logs.values_mut())
+            {
+                if !log.exited {
                     let n = log.attempt + 1;
                     log.current
                         .push(format!("{} attempt {n}: exited with code {code}", log.pod));
@@ -111,12 +114,12 @@ impl Logs {
 
     /// The pod is gone: its logs go with it.
     pub fn forget(&self, uid: &str) {
-        self.with(|logs| logs.retain(|(u, _), _| u != uid));
+        self.with(|pods| pods.remove(uid));
     }
 
     fn get(&self, uid: &str, container: &str) -> Option<ContainerLog> {
-        let logs = self.containers.lock().unwrap_or_else(|e| e.into_inner());
-        logs.get(&(uid.to_string(), container.to_string())).cloned()
+        let pods = self.pods.lock().unwrap_or_else(|e| e.into_inner());
+        pods.get(uid)?.get(container).cloned()
     }
 }
 
