@@ -116,25 +116,29 @@ fn row_of<'a>(table: &'a [Vec<String>], name: &str) -> &'a [String] {
         .unwrap_or_else(|| panic!("no row for {name} in {table:?}"))
 }
 
-/// The three lines the simulated kubelet logs for a first attempt that
-/// exits with `code`.
-fn attempt_lines(pod: &str, code: i32) -> String {
+/// The three lines the simulated kubelet logs for attempt `n` of a pod
+/// that exits with `code`.
+fn attempt_lines(pod: &str, n: u32, code: i32) -> String {
     format!(
-        "{pod} attempt 1: started\n{pod} attempt 1: running\n{pod} attempt 1: exited with code {code}\n"
+        "{pod} attempt {n}: started\n{pod} attempt {n}: running\n{pod} attempt {n}: exited with code {code}\n"
     )
 }
 
-/// A chief (running `chief_seconds`) and two workers (`worker_seconds`),
-/// one GPU each, spread over the members.
-fn spread_job(name: &str, chief_seconds: &str, worker_seconds: &str) -> Value {
+/// A chief running `chief_seconds` and two workers that run a second, fail
+/// with exit code 1 once (restarted, `OnFailure`), then succeed; one GPU
+/// each, spread over the members.
+fn spread_job(name: &str, chief_seconds: &str) -> Value {
     let mut job = gpu_job(
         name,
         &[("chief", 1, 1), ("worker", 2, 1)],
         json!({"scheduler": {"federation": {"strategy": "Spread"}}}),
         chief_seconds,
     );
-    job["spec"]["replicaSpecs"][1]["template"]["metadata"]["annotations"]["sim.federation.tfjob.io/run-seconds"] =
-        json!(worker_seconds);
+    let worker = &mut job["spec"]["replicaSpecs"][1];
+    worker["restartPolicy"] = json!("OnFailure");
+    let annotations = &mut worker["template"]["metadata"]["annotations"];
+    annotations["sim.federation.tfjob.io/run-seconds"] = json!("1");
+    annotations["sim.federation.tfjob.io/exit-codes"] = json!("1,0");
     job
 }
 
@@ -153,12 +157,15 @@ async fn a_job_spread_over_members_through_get_describe_and_logs() {
         .settings(HOME_NOT_TARGET)
         .start()
         .await;
-    f.submit(spread_job("spread", "8", "3")).await;
+    f.submit(spread_job("spread", "15")).await;
     f.wait_job(
         "spread",
-        "every replica running",
+        "both workers restarted, the chief running",
         Duration::from_secs(30),
-        |j| j["status"]["aggregate"]["running"] == json!(3),
+        |j| {
+            j["status"]["tasks"][1]["restartCount"] == json!(2)
+                && j["status"]["tasks"][0]["replicaStatus"][0]["phase"] == json!("Running")
+        },
     )
     .await;
     // Started now, it must end by itself when the chief's container does.
@@ -169,8 +176,16 @@ async fn a_job_spread_over_members_through_get_describe_and_logs() {
             .env_remove("KUBECONFIG")
             .output(),
     );
-    let pods = clusters_of_pods(&f, "spread").await;
-    assert_eq!(pods.len(), 3, "{pods:?}");
+    // A restarted worker's pod is re-created a moment after the count.
+    let pods = eventually("a pod per replica", Duration::from_secs(20), async || {
+        let pods = clusters_of_pods(&f, "spread").await;
+        if pods.len() == 3 {
+            Ok(pods)
+        } else {
+            Err(format!("{pods:?}"))
+        }
+    })
+    .await;
     let mut per_cluster: BTreeMap<&str, usize> = BTreeMap::new();
     for cluster in pods.values() {
         *per_cluster.entry(cluster).or_default() += 1;
@@ -190,7 +205,7 @@ async fn a_job_spread_over_members_through_get_describe_and_logs() {
     );
     assert_eq!(
         row_of(&table, "spread")[..4],
-        ["spread", "Running", &placement, "0"]
+        ["spread", "Running", &placement, "2"]
     );
     let wide = rows(&ok(&f, &["get", "-o", "wide"]).await);
     assert_eq!(
@@ -211,34 +226,46 @@ async fn a_job_spread_over_members_through_get_describe_and_logs() {
         (&json!("TensorFlowTrainingJob"), &json!("spread"))
     );
 
-    let described = ok(&f, &["describe", "spread"]).await;
+    // Each replica's cluster and pod; the restarts per replica type, and
+    // the controller's Events about them once they are written.
+    let described = eventually(
+        "describe to show the Restarting Event",
+        Duration::from_secs(20),
+        async || {
+            let described = ok(&f, &["describe", "spread"]).await;
+            // Repeats may be folded into one Event (`x2 over …`).
+            if described.contains("Restarting replica worker-") {
+                Ok(described)
+            } else {
+                Err(described)
+            }
+        },
+    )
+    .await;
     assert!(
         described.starts_with("Name:        spread\nNamespace:   default\nPhase:       Running\n"),
         "{described}"
     );
-    let replicas = rows(&described);
+    let table = rows(&described);
     for (pod, cluster) in &pods {
         let replica = pod.strip_prefix("spread-").expect("a replica pod");
-        let row = replicas
+        let row = table
             .iter()
             .find(|r| r.first().map(String::as_str) == Some(replica))
             .unwrap_or_else(|| panic!("no row for {replica}: {described}"));
-        assert_eq!(
-            row[1..4],
-            [cluster.as_str(), pod.as_str(), "Running"],
-            "{described}"
-        );
+        assert_eq!(row[1..3], [cluster.as_str(), pod.as_str()], "{described}");
     }
-    assert!(!described.contains("Waiting for:"), "{described}");
-    assert!(described.contains("\nEvents:\n"), "{described}");
+    assert_eq!(row_of(&table, "chief"), ["chief", "1", "0"], "{described}");
+    assert_eq!(
+        row_of(&table, "worker"),
+        ["worker", "2", "2"],
+        "{described}"
+    );
 
-    // A worker's log from its member, while it runs or once it ended.
-    let running_log = ok(&f, &["logs", "spread", "worker-1"]).await;
-    assert!(
-        running_log.starts_with(
-            "spread-worker-1 attempt 1: started\nspread-worker-1 attempt 1: running\n"
-        ),
-        "{running_log}"
+    // The master's log, from its member, while it runs.
+    assert_eq!(
+        ok(&f, &["logs", "spread"]).await,
+        "spread-chief-0 attempt 1: started\nspread-chief-0 attempt 1: running\n"
     );
 
     let followed = tokio::time::timeout(RUN, follow)
@@ -253,18 +280,19 @@ async fn a_job_spread_over_members_through_get_describe_and_logs() {
     );
     assert_eq!(
         String::from_utf8_lossy(&followed.stdout),
-        attempt_lines("spread-chief-0", 0),
+        attempt_lines("spread-chief-0", 1, 0),
         "the master's whole log"
     );
     f.wait_phase("spread", "Succeeded", Duration::from_secs(30))
         .await;
+    // A restarted worker's pod is its second attempt on its member.
     assert_eq!(
         ok(&f, &["logs", "spread", "spread-worker-1"]).await,
-        attempt_lines("spread-worker-1", 0)
+        attempt_lines("spread-worker-1", 2, 0)
     );
     assert_eq!(
         ok(&f, &["logs", "spread", "worker-0", "--tail", "1"]).await,
-        "spread-worker-0 attempt 1: exited with code 0\n"
+        "spread-worker-0 attempt 2: exited with code 0\n"
     );
 
     // kubectl finds the plugin on PATH and hands it the arguments.

@@ -377,7 +377,7 @@ async fn describe(home: &Home, name: &str, out: &mut impl Write) -> Result<(), P
     let job = home.job(name).await?;
     let uid = job.metadata.uid.clone();
     let params = ListParams::default().fields(&format!("regarding.name={name}"));
-    let mut events: Vec<Event> = home
+    let events: Vec<Event> = home
         .namespaced::<Event>()
         .list(&params)
         .await
@@ -386,29 +386,39 @@ async fn describe(home: &Home, name: &str, out: &mut impl Write) -> Result<(), P
         .into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.uid.clone()) == uid)
         .collect();
-    events.sort_by_key(event_time);
-    let lines: Vec<view::EventLine> = events
+    let mut lines: Vec<view::EventLine> = events
         .iter()
         .map(|e| view::EventLine {
             kind: e.type_.clone().unwrap_or_default(),
             reason: e.reason.clone().unwrap_or_default(),
-            at: event_time(e),
+            first: first_time(e),
+            last: e
+                .series
+                .as_ref()
+                .map(|s| s.last_observed_time.0)
+                .or_else(|| e.deprecated_last_timestamp.as_ref().map(|t| t.0)),
+            count: e
+                .series
+                .as_ref()
+                .map(|s| s.count)
+                .or(e.deprecated_count)
+                .unwrap_or(1),
             from: e.reporting_controller.clone().unwrap_or_default(),
             message: e.note.clone().unwrap_or_default(),
         })
         .collect();
+    lines.sort_by_key(|l| l.last.or(l.first));
     let text = view::describe(&job, &lines, Timestamp::now());
     out.write_all(text.as_bytes()).map_err(output_error)
 }
 
-/// When an Event last happened, as kubectl reads it.
-fn event_time(event: &Event) -> Option<Timestamp> {
+/// When an Event first happened.
+fn first_time(event: &Event) -> Option<Timestamp> {
     event
-        .series
+        .event_time
         .as_ref()
-        .map(|s| s.last_observed_time.0)
-        .or_else(|| event.deprecated_last_timestamp.as_ref().map(|t| t.0))
-        .or_else(|| event.event_time.as_ref().map(|t| t.0))
+        .map(|t| t.0)
+        .or_else(|| event.deprecated_first_timestamp.as_ref().map(|t| t.0))
         .or_else(|| event.metadata.creation_timestamp.as_ref().map(|t| t.0))
 }
 

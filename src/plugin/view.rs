@@ -235,15 +235,11 @@ pub struct ReplicaRow {
     pub pod: String,
     pub phase: String,
     pub exit_code: String,
-    pub restarts: usize,
 }
 
 /// Every replica of the job's spec, with its pod's state when it has one
-/// and its cluster from the pod or the recorded placement. `restarts` are
-/// counted from the job's `Restarting` Events (messages `Restarting
-/// replica <type>-<index> after …`): the status keeps restarts per type
-/// only, and Events expire, so this is a lower bound.
-pub fn replica_rows(job: &TensorFlowTrainingJob, event_messages: &[String]) -> Vec<ReplicaRow> {
+/// and its cluster from the pod or the recorded placement.
+pub fn replica_rows(job: &TensorFlowTrainingJob) -> Vec<ReplicaRow> {
     let name = job.metadata.name.clone().unwrap_or_default();
     let assignment = job
         .status
@@ -269,17 +265,12 @@ pub fn replica_rows(job: &TensorFlowTrainingJob, event_messages: &[String]) -> V
                     main.or(s.containers.first())?.exit_code
                 })
                 .map_or_else(|| NONE.to_string(), |c| c.to_string());
-            let prefix = format!("Restarting replica {key} after ");
             ReplicaRow {
                 replica: key.to_string(),
                 cluster,
                 pod: if status.is_some() { pod } else { NONE.into() },
                 phase: status.map_or_else(|| NONE.into(), |s| s.phase.as_str().into()),
                 exit_code,
-                restarts: event_messages
-                    .iter()
-                    .filter(|m| m.starts_with(&prefix))
-                    .count(),
             }
         })
         .collect()
@@ -401,9 +392,51 @@ pub struct EventLine {
     /// Normal or Warning.
     pub kind: String,
     pub reason: String,
-    pub at: Option<Timestamp>,
+    pub first: Option<Timestamp>,
+    pub last: Option<Timestamp>,
+    /// How often it happened: recorders fold repeats into one Event (a
+    /// series) that keeps the first message.
+    pub count: i32,
     pub from: String,
     pub message: String,
+}
+
+/// When an Event happened, as kubectl shows it: `5s`, or `5s (x3 over 40s)`.
+fn event_age(event: &EventLine, now: Timestamp) -> String {
+    let last = age_of(event.last.or(event.first), now);
+    if event.count > 1 {
+        format!(
+            "{last} (x{} over {})",
+            event.count,
+            age_of(event.first, now)
+        )
+    } else {
+        last
+    }
+}
+
+/// Per replica type: its replicas and the restarts the controller made.
+fn task_rows(job: &TensorFlowTrainingJob) -> Vec<Vec<String>> {
+    let tasks = job
+        .status
+        .as_ref()
+        .map(|s| s.tasks.as_slice())
+        .unwrap_or_default();
+    crate::api::ReplicaType::ALL
+        .into_iter()
+        .filter(|t| job.spec.replicas_of(*t) > 0)
+        .map(|t| {
+            let restarts = tasks
+                .iter()
+                .find(|task| task.replica_type == t.as_str())
+                .map_or(0, |task| task.restart_count);
+            vec![
+                t.as_str().to_string(),
+                job.spec.replicas_of(t).to_string(),
+                restarts.to_string(),
+            ]
+        })
+        .collect()
 }
 
 /// `table`, each line indented by two spaces (a section of `describe`).
@@ -443,34 +476,16 @@ pub fn describe(job: &TensorFlowTrainingJob, events: &[EventLine], now: Timestam
         .as_ref()
         .map_or_else(String::new, |p| format!(" (epoch {})", p.epoch));
     field(&mut out, "Placement", &format!("{}{epoch}", placement(job)));
-    let messages: Vec<String> = events
-        .iter()
-        .filter(|e| e.reason == "Restarting")
-        .map(|e| e.message.clone())
-        .collect();
-    let replicas: Vec<Vec<String>> = replica_rows(job, &messages)
+    // The status counts restarts per replica type, not per replica.
+    out.push_str("Tasks:\n");
+    out.push_str(&section(&["TYPE", "REPLICAS", "RESTARTS"], &task_rows(job)));
+    let replicas: Vec<Vec<String>> = replica_rows(job)
         .into_iter()
-        .map(|r| {
-            vec![
-                r.replica,
-                r.cluster,
-                r.pod,
-                r.phase,
-                r.exit_code,
-                r.restarts.to_string(),
-            ]
-        })
+        .map(|r| vec![r.replica, r.cluster, r.pod, r.phase, r.exit_code])
         .collect();
     out.push_str("Replicas:\n");
     out.push_str(&section(
-        &[
-            "REPLICA",
-            "CLUSTER",
-            "POD",
-            "PHASE",
-            "EXIT CODE",
-            "RESTARTS",
-        ],
+        &["REPLICA", "CLUSTER", "POD", "PHASE", "EXIT CODE"],
         &replicas,
     ));
     let waiting = waits_for(job);
@@ -508,7 +523,7 @@ pub fn describe(job: &TensorFlowTrainingJob, events: &[EventLine], now: Timestam
                 vec![
                     e.kind.clone(),
                     e.reason.clone(),
-                    age_of(e.at, now),
+                    event_age(e, now),
                     e.from.clone(),
                     e.message.clone(),
                 ]
@@ -649,36 +664,31 @@ mod tests {
     }
 
     #[test]
-    fn replica_rows_cover_the_spec_with_clusters_exit_codes_and_restarts() {
-        let events = vec![
-            "Restarting replica worker-1 after exit code 137 (restart 1 of the job).".to_string(),
-            "Restarting replica worker-10 after exit code 1 (restart 2 of the job).".to_string(),
-        ];
-        let rows = replica_rows(&running(), &events);
-        let shown: Vec<(&str, &str, &str, &str, &str, usize)> = rows
+    fn replica_rows_cover_the_spec_with_clusters_and_exit_codes() {
+        let rows = replica_rows(&running());
+        let shown: Vec<[&str; 5]> = rows
             .iter()
             .map(|r| {
-                (
+                [
                     r.replica.as_str(),
                     r.cluster.as_str(),
                     r.pod.as_str(),
                     r.phase.as_str(),
                     r.exit_code.as_str(),
-                    r.restarts,
-                )
+                ]
             })
             .collect();
         assert_eq!(
             shown,
             [
-                ("chief-0", "member-1", "j-chief-0", "Running", NONE, 0),
-                ("worker-0", "member-2", "j-worker-0", "Succeeded", "0", 0),
-                ("worker-1", "member-2", "j-worker-1", "Running", NONE, 1),
+                ["chief-0", "member-1", "j-chief-0", "Running", NONE],
+                ["worker-0", "member-2", "j-worker-0", "Succeeded", "0"],
+                ["worker-1", "member-2", "j-worker-1", "Running", NONE],
             ]
         );
         let placed_only = job(json!({"phase": "Pending",
             "placement": {"epoch": 1, "assignment": {"chief-0": "member-1"}}}));
-        let row = &replica_rows(&placed_only, &[])[0];
+        let row = &replica_rows(&placed_only)[0];
         assert_eq!((row.cluster.as_str(), row.pod.as_str()), ("member-1", NONE));
     }
 
@@ -730,14 +740,28 @@ mod tests {
     #[test]
     fn describe_shows_replicas_per_cluster_conditions_and_events() {
         let now: Timestamp = "2026-12-02T00:00:30Z".parse().expect("a time");
-        let events = [EventLine {
-            kind: "Normal".into(),
-            reason: "Restarting".into(),
-            at: Some("2026-12-02T00:00:20Z".parse().expect("a time")),
-            from: "tfjob-federator".into(),
-            message: "Restarting replica worker-1 after exit code 137 (restart 1 of the job)."
-                .into(),
-        }];
+        let at = |t: &str| Some(t.parse::<Timestamp>().expect("a time"));
+        let events = [
+            EventLine {
+                kind: "Normal".into(),
+                reason: "Placed".into(),
+                first: at("2026-12-02T00:00:01Z"),
+                last: None,
+                count: 1,
+                from: "tfjob-federator".into(),
+                message: "Replicas placed: 1 on member-1, 2 on member-2.".into(),
+            },
+            EventLine {
+                kind: "Normal".into(),
+                reason: "Restarting".into(),
+                first: at("2026-12-02T00:00:10Z"),
+                last: at("2026-12-02T00:00:20Z"),
+                count: 2,
+                from: "tfjob-federator".into(),
+                message: "Restarting replica worker-1 after exit code 137 (restart 1 of the job)."
+                    .into(),
+            },
+        ];
         let text = describe(&running(), &events, now);
         let expected = "\
 Name:        j
@@ -746,16 +770,21 @@ Phase:       Running
 Age:         30s
 Restarts:    1 (backoff count 1)
 Placement:   member-1:1,member-2:2 (epoch 1)
+Tasks:
+  TYPE     REPLICAS   RESTARTS
+  chief    1          0
+  worker   2          1
 Replicas:
-  REPLICA    CLUSTER    POD          PHASE       EXIT CODE   RESTARTS
-  chief-0    member-1   j-chief-0    Running     <none>      0
-  worker-0   member-2   j-worker-0   Succeeded   0           0
-  worker-1   member-2   j-worker-1   Running     <none>      1
+  REPLICA    CLUSTER    POD          PHASE       EXIT CODE
+  chief-0    member-1   j-chief-0    Running     <none>
+  worker-0   member-2   j-worker-0   Succeeded   0
+  worker-1   member-2   j-worker-1   Running     <none>
 Conditions:
   <none>
 Events:
-  TYPE     REASON       AGE   FROM              MESSAGE
-  Normal   Restarting   10s   tfjob-federator   Restarting replica worker-1 after exit code 137 (restart 1 of the job).
+  TYPE     REASON       AGE                 FROM              MESSAGE
+  Normal   Placed       29s                 tfjob-federator   Replicas placed: 1 on member-1, 2 on member-2.
+  Normal   Restarting   10s (x2 over 20s)   tfjob-federator   Restarting replica worker-1 after exit code 137 (restart 1 of the job).
 ";
         assert_eq!(text, expected);
         let waiting = job(
