@@ -294,6 +294,11 @@ async fn a_job_spread_over_members_through_get_describe_and_logs() {
         ok(&f, &["logs", "spread", "worker-0", "--tail", "1"]).await,
         "spread-worker-0 attempt 2: exited with code 0\n"
     );
+    assert_eq!(
+        ok(&f, &["logs", "spread", "worker-0", "--tail=-1"]).await,
+        attempt_lines("spread-worker-0", 2, 0),
+        "a negative tail is every line, as kubectl reads it"
+    );
 
     // kubectl finds the plugin on PATH and hands it the arguments.
     let bin_dir = std::path::Path::new(plugin_binary())

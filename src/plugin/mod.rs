@@ -82,8 +82,8 @@ pub enum Command {
         /// Stream new lines until the container ends.
         #[arg(short = 'f', long)]
         follow: bool,
-        /// Only the last N lines.
-        #[arg(long)]
+        /// Only the last N lines (-1, kubectl's default: all).
+        #[arg(long, allow_negative_numbers = true)]
         tail: Option<i64>,
         /// The container (default: `tensorflow`, the main one).
         #[arg(short = 'c', long)]
@@ -254,7 +254,8 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<(), PluginError> {
             let params = LogParams {
                 container: Some(container.unwrap_or_else(|| TENSORFLOW_CONTAINER.to_string())),
                 follow,
-                tail_lines: tail,
+                // A negative tail means every line, as kubectl reads it.
+                tail_lines: tail.filter(|n| *n >= 0),
                 ..LogParams::default()
             };
             logs(&home, &job, replica.as_deref(), &params, out).await
