@@ -185,6 +185,8 @@ impl Home {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// The job; read untyped first, so that a job this version cannot
+    /// decode is reported as unreadable rather than as a failed request.
     async fn job(&self, name: &str) -> Result<TensorFlowTrainingJob, PluginError> {
         let raw: Api<DynamicObject> = Api::namespaced_with(
             self.client.clone(),
