@@ -265,7 +265,8 @@ fn follow(
         }
         let mut sent = first.current.len();
         let mut shutdown = cluster.shutdown.clone();
-        loop {
+        // A client that went away ends the follower at the next change.
+        while !tx.is_closed() {
             let changed = cluster.logs.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
