@@ -12,6 +12,7 @@ pub mod demo;
 pub mod election;
 pub mod join;
 pub mod plan;
+pub mod plugin;
 pub mod telemetry;
 
 pub use tfjob_core::{

@@ -145,6 +145,7 @@ pub async fn run(cluster: Arc<Cluster>) {
 impl Kubelet {
     fn observe(&mut self, cluster: &Arc<Cluster>, kind: EventKind, pod: &Stored) {
         if kind == EventKind::Deleted {
+            cluster.logs.forget(&pod.uid);
             self.started.remove(&pod.uid);
             self.terminating.remove(&pod.uid);
             return;
@@ -307,6 +308,9 @@ async fn drive(
         });
         return;
     }
+    let containers: Vec<String> = current(&cluster, &key)
+        .map(|pod| container_names(&pod).into_iter().map(|(n, _)| n).collect())
+        .unwrap_or_default();
     let mut restarts = 0usize;
     let mut last_state = json!({});
     loop {
@@ -316,6 +320,9 @@ async fn drive(
             *n += 1;
             *n - 1
         };
+        // Logged before the pod shows Running, so that a client that sees
+        // Running finds the container's log.
+        cluster.logs.start(&uid, &key.1, &containers, attempt);
         let started_at = now();
         let running = update_pod(&cluster, &key, &uid, &|pod| {
             let statuses: Vec<Value> = container_names(pod)
@@ -343,7 +350,11 @@ async fn drive(
             pod["status"]["containerStatuses"] = json!(statuses);
             pod_conditions(pod, true, &started_at, None);
         });
-        if !running || !pause(&cluster, script.run).await {
+        if !running {
+            cluster.logs.forget(&uid);
+            return;
+        }
+        if !pause(&cluster, script.run).await {
             return;
         }
         let code = script.exit_code(attempt);
@@ -354,6 +365,7 @@ async fn drive(
         };
         let finished_at = now();
         let terminated = json!({"terminated": {"exitCode": code, "reason": reason, "startedAt": started_at, "finishedAt": finished_at, "containerID": format!("containerd://{}", &uid[..uid.len().min(8)])}});
+        cluster.logs.exit(&uid, code);
         let mut restart = false;
         let alive = update_pod(&cluster, &key, &uid, &|pod| {
             let policy = text(pod, "/spec/restartPolicy");
@@ -447,6 +459,7 @@ async fn terminate(cluster: Arc<Cluster>, key: Key, uid: String) {
         }
         pod["status"]["phase"] = json!("Failed");
         pod_conditions(&mut pod, false, &at, Some("PodCompleted"));
+        cluster.logs.exit(&uid, 143);
         Ok(pod)
     };
     let _ = cluster.store.update(

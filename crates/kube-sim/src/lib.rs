@@ -10,6 +10,7 @@ mod error;
 mod faults;
 mod http;
 mod kubelet;
+mod logs;
 mod namespaces;
 mod nodes;
 mod openapi;
@@ -67,6 +68,8 @@ pub struct Cluster {
     shutdown: signal::Receiver<bool>,
     /// Every kind of request served, by client (`GET /_sim/requests`).
     accesses: std::sync::Mutex<std::collections::BTreeSet<Access>>,
+    /// What the kubelet's containers wrote.
+    logs: logs::Logs,
 }
 
 /// One kind of resource request a client made: what an RBAC rule would
@@ -114,6 +117,14 @@ pub fn kubeconfig_yaml(name: &str, server: &str) -> String {
 
 /// Starts one simulated cluster on a free port of 127.0.0.1.
 pub async fn start_cluster(name: &str, options: &SimOptions) -> std::io::Result<RunningCluster> {
+    start(name, options).await.map(|(running, _)| running)
+}
+
+/// Starts one cluster; the cluster itself too, for the simulator's own tests.
+async fn start(
+    name: &str,
+    options: &SimOptions,
+) -> std::io::Result<(RunningCluster, Arc<Cluster>)> {
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
     let address = listener.local_addr()?;
     let (stop, shutdown) = signal::channel(false);
@@ -125,6 +136,7 @@ pub async fn start_cluster(name: &str, options: &SimOptions) -> std::io::Result<
         drop_watches: signal::channel(0).0,
         shutdown: shutdown.clone(),
         accesses: Default::default(),
+        logs: Default::default(),
     });
     install_pod_group_crd(&cluster);
     nodes::create(&cluster, &options.nodes);
@@ -132,14 +144,15 @@ pub async fn start_cluster(name: &str, options: &SimOptions) -> std::io::Result<
     tokio::spawn(scheduler::run(cluster.clone()));
     tokio::spawn(kubelet::run(cluster.clone()));
     tokio::spawn(nodes::heartbeat(cluster.clone(), options.nodes.clone()));
-    let task = tokio::spawn(accept_loop(listener, cluster, shutdown));
+    let task = tokio::spawn(accept_loop(listener, cluster.clone(), shutdown));
     tracing::info!(cluster = name, %address, "simulated cluster serving");
-    Ok(RunningCluster {
+    let running = RunningCluster {
         name: name.to_string(),
         address,
         stop,
         task,
-    })
+    };
+    Ok((running, cluster))
 }
 
 /// Every simulated cluster runs the T9k scheduler, so it serves its PodGroups.

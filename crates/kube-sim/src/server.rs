@@ -97,6 +97,28 @@ async fn route(cluster: &Arc<Cluster>, req: Request<Incoming>) -> ApiResult<Resp
             StatusCode::OK,
             &openapi::group_version(&store.resource_types(), group, version),
         )),
+        ["api", "v1", "namespaces", namespace, "pods", name, "log"] => {
+            if req.method() != Method::GET {
+                return Err(ApiError::method_not_allowed(
+                    "the server does not allow this method on the requested resource",
+                ));
+            }
+            let query = Query::parse(req.uri().query());
+            let user_agent = header_value(&req, header::USER_AGENT);
+            let access = super::Access {
+                user_agent: user_agent.unwrap_or_default(),
+                verb: "get",
+                api_group: String::new(),
+                resource: "pods/log".into(),
+            };
+            if let Ok(mut accesses) = cluster.accesses.lock() {
+                accesses.insert(access);
+            }
+            if let Some(failure) = cluster.faults.targeted("get", "pods/log") {
+                return Err(failure);
+            }
+            super::logs::serve(cluster, namespace, name, &query)
+        }
         ["api", "v1", rest @ ..] => {
             let rr = resolve(cluster, "", "v1", rest)?;
             resource(cluster, rr, req).await
