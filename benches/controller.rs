@@ -608,6 +608,11 @@ impl Drop for Proc {
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
+        // The children first: a profiler's wrapper (`BENCH_CONTROLLER_PREFIX`)
+        // does not pass SIGKILL on to the controller it runs.
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-P", &self.pid().to_string()])
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -1674,7 +1679,7 @@ async fn measure(
             .collect();
         let decisions: f64 = a1.values().sum::<f64>() - a0.values().sum::<f64>();
         println!(
-            "  placement decision p99: ≤ {:.2} ms (a bucket bound of the histogram; buckets ×4 apart){}; {decisions:.0} decisions ({})",
+            "  placement decision p99: ≤ {:.2} ms (the upper bound of the histogram bucket holding it: 1-2.5-5 steps){}; {decisions:.0} decisions ({})",
             p99 * 1000.0,
             against(p99 * 1000.0, Bound::AtMost(5.0), " ms"),
             outcomes.join(", ")

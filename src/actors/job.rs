@@ -28,7 +28,7 @@ use super::replica::{
 use crate::api::{ReplicaKey, ReplicaSpec, TensorFlowTrainingJob, TensorFlowTrainingJobStatus};
 use crate::builders::{self, PodParams, Topology};
 use crate::lifecycle::machine::{
-    Assignment, Effect, Event, Intent, JobState, Milestone, Replicas, Spec, Stage,
+    Assignment, Effect, Event, Intent, JobState, Milestone, PodMode, Replicas, Spec, Stage,
 };
 use crate::status;
 use crate::telemetry::ActorKind;
@@ -71,6 +71,16 @@ pub struct JobGone;
 struct Replica {
     cluster: String,
     actor: Addr<ReplicaActor>,
+    /// What its pod was built from, to build it again for a restart.
+    built_from: Option<BuiltFrom>,
+}
+
+/// The placement and mode a replica's pod was built for.
+#[derive(Clone)]
+struct BuiltFrom {
+    epoch: u64,
+    mode: PodMode,
+    assignment: Arc<Assignment>,
 }
 
 /// Where status writes stand.
@@ -241,9 +251,20 @@ impl JobActor {
                 intent,
             } => self.start_replicas(ctx, epoch, &assignment, intent),
             Effect::RestartReplica { key, uid } => {
-                if let Some(replica) = self.replicas.get(&key) {
-                    replica.actor.do_send(Restart { uid });
-                }
+                let Some(replica) = self.replicas.get(&key) else {
+                    return;
+                };
+                let desired = match &replica.built_from {
+                    Some(from) => match self.desired(key, &replica.cluster, from) {
+                        Ok(desired) => Some(desired),
+                        Err(e) => {
+                            ctx.notify(Fed(Event::BuildFailed(format!("replica {key}: {e}"))));
+                            None
+                        }
+                    },
+                    None => None,
+                };
+                replica.actor.do_send(Restart { uid, desired });
             }
             Effect::RetireReplicas => {
                 for replica in self.replicas.values() {
@@ -608,6 +629,45 @@ impl JobActor {
         topology
     }
 
+    /// The pod and service of replica `key` on `cluster`, signed and
+    /// serialized.
+    fn desired(&self, key: ReplicaKey, cluster: &str, from: &BuiltFrom) -> Result<Desired, String> {
+        let job = self.running_job();
+        let target = self
+            .targets
+            .get(cluster)
+            .ok_or_else(|| format!("no connection to cluster {cluster}"))?;
+        // Owner references cannot cross clusters: members' objects are
+        // removed by the finalizer instead.
+        let owner = if target.home {
+            builders::owner_reference(&job).ok()
+        } else {
+            None
+        };
+        let topology = self.topology(&from.assignment);
+        let params = PodParams {
+            topology: &topology,
+            epoch: from.epoch,
+            mode: from.mode,
+            owner: owner.clone(),
+        };
+        let mut pod = builders::build_pod(&job, key, &params).map_err(|e| e.to_string())?;
+        let mut service =
+            builders::build_service(&job, key, from.epoch, owner).map_err(|e| e.to_string())?;
+        let trust = self.trust(key);
+        trust.sign(&mut pod.metadata, from.epoch, "Pod");
+        trust.sign(&mut service.metadata, from.epoch, "Service");
+        Desired::new(&pod, &service).map_err(|e| e.to_string())
+    }
+
+    fn trust(&self, key: ReplicaKey) -> Trust {
+        Trust {
+            signer: self.shared.signer.clone(),
+            job_uid: self.job.uid().unwrap_or_default(),
+            replica: key,
+        }
+    }
+
     /// A replica actor for each replica of `assignment` that has none.
     fn start_replicas(
         &mut self,
@@ -616,9 +676,7 @@ impl JobActor {
         assignment: &Assignment,
         intent: Intent,
     ) {
-        let job = self.running_job();
-        let topology = self.topology(assignment);
-        let owner = builders::owner_reference(&job).ok();
+        let shared_assignment = Arc::new(assignment.clone());
         for (key, cluster) in assignment {
             if self.replicas.contains_key(key) {
                 continue;
@@ -627,42 +685,23 @@ impl JobActor {
                 tracing::warn!(job = %self.name(), %cluster, "no connection to the placement's cluster");
                 continue;
             };
-            let trust = Trust {
-                signer: self.shared.signer.clone(),
-                job_uid: self.job.uid().unwrap_or_default(),
-                replica: *key,
-            };
-            let desired = match intent {
-                Intent::Run(mode) => {
-                    // Owner references cannot cross clusters: members' objects
-                    // are removed by the finalizer instead.
-                    let owner = if target.home { owner.clone() } else { None };
-                    let params = PodParams {
-                        topology: &topology,
-                        epoch,
-                        mode,
-                        owner: owner.clone(),
-                    };
-                    let built = builders::build_pod(&job, *key, &params).and_then(|pod| {
-                        Ok((pod, builders::build_service(&job, *key, epoch, owner)?))
-                    });
-                    let desired =
-                        built
-                            .map_err(|e| e.to_string())
-                            .and_then(|(mut pod, mut service)| {
-                                trust.sign(&mut pod.metadata, epoch, "Pod");
-                                trust.sign(&mut service.metadata, epoch, "Service");
-                                Desired::new(&pod, &service).map_err(|e| e.to_string())
-                            });
-                    match desired {
-                        Ok(desired) => Some(desired),
-                        Err(e) => {
-                            ctx.notify(Fed(Event::BuildFailed(format!("replica {key}: {e}"))));
-                            return;
-                        }
-                    }
-                }
+            let built_from = match intent {
+                Intent::Run(mode) => Some(BuiltFrom {
+                    epoch,
+                    mode,
+                    assignment: shared_assignment.clone(),
+                }),
                 Intent::Finish(_) | Intent::Retire => None,
+            };
+            let desired = match &built_from {
+                Some(from) => match self.desired(*key, cluster, from) {
+                    Ok(desired) => Some(desired),
+                    Err(e) => {
+                        ctx.notify(Fed(Event::BuildFailed(format!("replica {key}: {e}"))));
+                        return;
+                    }
+                },
+                None => None,
             };
             let actor = ReplicaActor::new(ReplicaSetup {
                 key: *key,
@@ -676,13 +715,14 @@ impl JobActor {
                 job: ctx.address().recipient(),
                 torn_down: ctx.address().recipient(),
                 backoff: self.backoff(),
-                trust,
+                trust: self.trust(*key),
             });
             self.replicas.insert(
                 *key,
                 Replica {
                     cluster: cluster.clone(),
                     actor: actor.start(),
+                    built_from,
                 },
             );
         }

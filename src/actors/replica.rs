@@ -52,11 +52,13 @@ pub struct ReplicaReport {
 #[rtype(result = "()")]
 pub struct TornDown(pub ReplicaKey);
 
-/// Delete the pod (of this uid) and create a new one.
+/// Delete the pod (of this uid) and create a new one from `desired` (None:
+/// it could not be built, and the job is told so).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Restart {
     pub uid: String,
+    pub desired: Option<Desired>,
 }
 
 /// The job is done with this replica: no new pod; the clean-up policy
@@ -97,10 +99,9 @@ pub struct ReplicaSetup {
     pub trust: Trust,
 }
 
-/// A replica's pod and service as the bodies of their creates: serialized
-/// once, and kept for the replica's life (a restart creates the pod again)
-/// at half the size of the typed objects.
-#[derive(Clone)]
+/// A replica's pod and service as the bodies of their creates, kept by the
+/// replica until each exists (a restart brings the pod's anew): a running
+/// replica holds neither.
 pub struct Desired {
     pod: Vec<u8>,
     service: Vec<u8>,
@@ -118,6 +119,9 @@ impl Desired {
 pub struct ReplicaActor {
     setup: ReplicaSetup,
     pod_key: PodKey,
+    /// The bodies of the creates still to make (see [`Desired`]).
+    pod_body: Option<Vec<u8>>,
+    service_body: Option<Vec<u8>>,
     current: Option<Arc<ObservedPod>>,
     /// The uid of a pod of another epoch holding the name, being deleted.
     obstacle: Option<String>,
@@ -149,7 +153,7 @@ pub struct ReplicaActor {
 }
 
 impl ReplicaActor {
-    pub fn new(setup: ReplicaSetup) -> ReplicaActor {
+    pub fn new(mut setup: ReplicaSetup) -> ReplicaActor {
         let pod_key = (
             setup.namespace.clone(),
             setup.key.object_name(&setup.job_name),
@@ -159,10 +163,16 @@ impl ReplicaActor {
             Intent::Finish(policy) => (false, Some(policy), false),
             Intent::Retire => (false, None, true),
         };
+        let (pod_body, service_body) = match setup.desired.take() {
+            Some(Desired { pod, service }) => (Some(pod), Some(service)),
+            None => (None, None),
+        };
         ReplicaActor {
             census: setup.cluster.metrics.replica_census(&setup.cluster.name),
             setup,
             pod_key,
+            pod_body,
+            service_body,
             current: None,
             obstacle: None,
             last_uid: None,
@@ -327,13 +337,12 @@ impl ReplicaActor {
     }
 
     fn ensure_service(&mut self, ctx: &mut Context<Self>) {
-        let Some(Desired { service, .. }) = &self.setup.desired else {
+        let Some(service) = self.service_body.clone() else {
             return;
         };
         if !self.wants_pod {
             return;
         }
-        let service = service.clone();
         let api = self.services();
         let (client, namespace) = (self.cluster().client.clone(), self.pod_key.0.clone());
         let (backoff, what) = (self.setup.backoff, self.what("creating service"));
@@ -356,6 +365,7 @@ impl ReplicaActor {
             .map(
                 move |result: kube::Result<Option<Service>>, act, ctx| match result {
                     Ok(Some(service)) if trust.owns(&service, "Service") => {
+                        act.service_body = None;
                         act.unblocked(false);
                         act.export_service(ctx, &service)
                     }
@@ -400,7 +410,7 @@ impl ReplicaActor {
 
     /// Creates the pod unless one exists, is being created, or is not wanted.
     fn ensure_pod(&mut self, ctx: &mut Context<Self>) {
-        let Some(Desired { pod, .. }) = &self.setup.desired else {
+        let Some(pod) = &self.pod_body else {
             return;
         };
         if !self.wants_pod
@@ -549,6 +559,14 @@ impl ReplicaActor {
             }
             pod => {
                 self.obstacle = None;
+                // Its own pod exists: nothing to create until a restart, but
+                // the pod being replaced is not the new one.
+                if pod
+                    .as_ref()
+                    .is_some_and(|p| p.metadata.uid != self.replacing)
+                {
+                    self.pod_body = None;
+                }
                 self.set_current(pod);
             }
         }
@@ -729,6 +747,7 @@ impl Handler<Restart> for ReplicaActor {
             return;
         }
         self.replacing = Some(msg.uid.clone());
+        self.pod_body = msg.desired.map(|d| d.pod);
         match &self.current {
             Some(pod) if pod.metadata.uid.as_deref() == Some(&msg.uid) => {
                 self.delete_pod(ctx, Some(msg.uid))

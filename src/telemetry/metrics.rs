@@ -271,7 +271,11 @@ impl Metrics {
                     "tfjob_federator_placement_duration_seconds",
                     "Time one placement decision takes."
                 )
-                .buckets(fast_buckets.clone())
+                // 1-2.5-5 steps, so that 5 ms (issue 14's target) is an edge.
+                .buckets(vec![
+                    0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
+                    0.25, 0.5, 1.0,
+                ])
             )?),
             cluster_ready: register!(IntGaugeVec::new(
                 Opts::new(

@@ -10,7 +10,8 @@
 //! - Strategies: `Pack` uses the fewest clusters — one if any fits the whole
 //!   job (best fit: least GPU, then cpu, left over), else the roomiest first —
 //!   and moves a ps next to workers when there is room; `Spread` deals each
-//!   replica type round-robin over the eligible clusters; `Weighted` splits
+//!   replica type round-robin over the eligible clusters (over the roomiest
+//!   of them, as many as can take a share, when some are full); `Weighted` splits
 //!   the replicas in proportion to `weights` (largest remainder).
 //! - `allowSplit: false` keeps the whole job on one cluster.
 //! - All or nothing: either every replica has a cluster or none does.
@@ -315,15 +316,30 @@ pub fn place(
     // clusters are tried from the least free up (ties in the candidates'
     // order) and the first that fits is the best: one try per decision
     // when the least free cluster fits, not one per cluster.
+    // Clusters with fewer GPUs free than the job needs in all are not
+    // tried; their reasons are worked out only if no cluster fits.
     let single = |reasons: &mut BTreeMap<String, String>| -> Option<Assignment> {
-        let mut least_free_first = candidates.clone();
-        least_free_first.sort_by_cached_key(|c| (c.free_total(GPU), c.free_total("cpu")));
-        for c in least_free_first {
+        let mut least_free_first: Vec<(i64, i64, &ClusterState)> = candidates
+            .iter()
+            .map(|c| (c.free_total(GPU), c.free_total("cpu"), *c))
+            .collect();
+        least_free_first.sort_by_key(|(gpu, cpu, _)| (*gpu, *cpu));
+        let needed: i64 = demands
+            .iter()
+            .map(|d| d.requests.get(GPU).copied().unwrap_or(0))
+            .sum();
+        let short = least_free_first.partition_point(|(gpu, _, _)| *gpu < needed);
+        for (_, _, c) in &least_free_first[short..] {
             match pack_onto(&c.nodes, &all) {
                 Ok(_) => return Some(demands.iter().map(|d| (d.key, c.name.clone())).collect()),
                 Err(why) => {
                     reasons.insert(c.name.clone(), why);
                 }
+            }
+        }
+        for (_, _, c) in &least_free_first[..short] {
+            if let Err(why) = pack_onto(&c.nodes, &all) {
+                reasons.insert(c.name.clone(), why);
             }
         }
         None
@@ -338,8 +354,10 @@ pub fn place(
         }),
         (FederationStrategy::Spread, true) => {
             // Dealt over the clusters in name order; when that does not fit,
-            // over the roomiest first, so a job never waits while clusters
-            // it could spread over have room.
+            // over the roomiest first, then over fewer of them (the roomiest
+            // k, k as large as fits), so a job never waits while clusters
+            // it could spread over have room — a full cluster among them
+            // included.
             let mut roomiest = candidates.clone();
             roomiest.sort_by_key(|c| {
                 (
@@ -354,12 +372,15 @@ pub fn place(
                 &mut reasons,
             )
             .or_else(|| {
-                deal(
-                    demands,
-                    &roomiest,
-                    &spread_quota(demands, &roomiest),
-                    &mut BTreeMap::new(),
-                )
+                (1..=roomiest.len()).rev().find_map(|k| {
+                    let over = &roomiest[..k];
+                    deal(
+                        demands,
+                        over,
+                        &spread_quota(demands, over),
+                        &mut BTreeMap::new(),
+                    )
+                })
             })
         }
         (FederationStrategy::Weighted, true) => deal(

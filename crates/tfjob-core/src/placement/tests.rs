@@ -89,8 +89,7 @@ fn pack_passes_over_a_tighter_cluster_whose_nodes_cannot_hold_the_job() {
     ];
     let a = place(&demands, &clusters, &Policy::default()).expect("fits");
     assert_eq!(per_cluster(&a), BTreeMap::from([("b".to_string(), 3)]));
-    let without_b: Vec<ClusterState> =
-        clusters.iter().filter(|c| c.name != "b").cloned().collect();
+    let without_b: Vec<ClusterState> = clusters.iter().filter(|c| c.name != "b").cloned().collect();
     let a = place(&demands, &without_b, &Policy::default()).expect("fits");
     assert_eq!(per_cluster(&a), BTreeMap::from([("b-twin".to_string(), 3)]));
 }
@@ -208,6 +207,30 @@ fn spread_uses_the_clusters_with_room_when_the_first_ones_are_full() {
         per_cluster(&a),
         BTreeMap::from([("member-2".to_string(), 1), ("member-3".to_string(), 1)])
     );
+}
+
+#[test]
+fn spread_goes_over_fewer_clusters_when_one_is_full() {
+    // Eight replicas of a GPU over four clusters: two each does not fit,
+    // as home has no GPU left; the three members take them (3, 3, 2).
+    let clusters = vec![
+        cluster("home", 4, 0),
+        cluster("member-1", 4, 4),
+        cluster("member-2", 4, 4),
+        cluster("member-3", 4, 4),
+    ];
+    let policy = Policy {
+        strategy: FederationStrategy::Spread,
+        ..Policy::default()
+    };
+    let a = place(&job(7, 0, 1), &clusters, &policy).expect("the members have room");
+    let counts = per_cluster(&a);
+    assert!(!counts.contains_key("home"), "{counts:?}");
+    let mut shares: Vec<usize> = counts.values().copied().collect();
+    shares.sort();
+    assert_eq!(shares, [2, 3, 3], "{counts:?}");
+    // Nowhere near enough room anywhere: still unplaceable, all or nothing.
+    assert!(place(&job(20, 0, 4), &clusters, &policy).is_err());
 }
 
 #[test]
