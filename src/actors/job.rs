@@ -255,7 +255,13 @@ impl JobActor {
                     return;
                 };
                 let desired = match &replica.built_from {
-                    Some(from) => match self.desired(key, &replica.cluster, from) {
+                    Some(from) => match self.desired(
+                        &self.running_job(),
+                        &self.topology(&from.assignment),
+                        key,
+                        &replica.cluster,
+                        from,
+                    ) {
                         Ok(desired) => Some(desired),
                         Err(e) => {
                             ctx.notify(Fed(Event::BuildFailed(format!("replica {key}: {e}"))));
@@ -629,10 +635,16 @@ impl JobActor {
         topology
     }
 
-    /// The pod and service of replica `key` on `cluster`, signed and
-    /// serialized.
-    fn desired(&self, key: ReplicaKey, cluster: &str, from: &BuiltFrom) -> Result<Desired, String> {
-        let job = self.running_job();
+    /// The pod and service of replica `key` of `job` on `cluster`, signed
+    /// and serialized (`topology`: of `from.assignment`).
+    fn desired(
+        &self,
+        job: &TensorFlowTrainingJob,
+        topology: &Topology,
+        key: ReplicaKey,
+        cluster: &str,
+        from: &BuiltFrom,
+    ) -> Result<Desired, String> {
         let target = self
             .targets
             .get(cluster)
@@ -640,20 +652,19 @@ impl JobActor {
         // Owner references cannot cross clusters: members' objects are
         // removed by the finalizer instead.
         let owner = if target.home {
-            builders::owner_reference(&job).ok()
+            builders::owner_reference(job).ok()
         } else {
             None
         };
-        let topology = self.topology(&from.assignment);
         let params = PodParams {
-            topology: &topology,
+            topology,
             epoch: from.epoch,
             mode: from.mode,
             owner: owner.clone(),
         };
-        let mut pod = builders::build_pod(&job, key, &params).map_err(|e| e.to_string())?;
+        let mut pod = builders::build_pod(job, key, &params).map_err(|e| e.to_string())?;
         let mut service =
-            builders::build_service(&job, key, from.epoch, owner).map_err(|e| e.to_string())?;
+            builders::build_service(job, key, from.epoch, owner).map_err(|e| e.to_string())?;
         let trust = self.trust(key);
         trust.sign(&mut pod.metadata, from.epoch, "Pod");
         trust.sign(&mut service.metadata, from.epoch, "Service");
@@ -676,6 +687,7 @@ impl JobActor {
         assignment: &Assignment,
         intent: Intent,
     ) {
+        let (job, topology) = (self.running_job(), self.topology(assignment));
         let shared_assignment = Arc::new(assignment.clone());
         for (key, cluster) in assignment {
             if self.replicas.contains_key(key) {
@@ -694,7 +706,7 @@ impl JobActor {
                 Intent::Finish(_) | Intent::Retire => None,
             };
             let desired = match &built_from {
-                Some(from) => match self.desired(*key, cluster, from) {
+                Some(from) => match self.desired(&job, &topology, *key, cluster, from) {
                     Ok(desired) => Some(desired),
                     Err(e) => {
                         ctx.notify(Fed(Event::BuildFailed(format!("replica {key}: {e}"))));

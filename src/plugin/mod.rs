@@ -188,23 +188,26 @@ impl Home {
     /// The job; read untyped first, so that a job this version cannot
     /// decode is reported as unreadable rather than as a failed request.
     async fn job(&self, name: &str) -> Result<TensorFlowTrainingJob, PluginError> {
+        decode(self.raw_job(name).await?).map_err(|error| PluginError::Unreadable {
+            name: name.to_string(),
+            error,
+        })
+    }
+
+    /// The job in the command's namespace, as the API returns it.
+    async fn raw_job(&self, name: &str) -> Result<DynamicObject, PluginError> {
         let raw: Api<DynamicObject> = Api::namespaced_with(
             self.client.clone(),
             &self.namespace,
             &ApiResource::erase::<TensorFlowTrainingJob>(&()),
         );
-        let found = raw
-            .get_opt(name)
+        raw.get_opt(name)
             .await
             .map_err(api_error(format!("reading job {name}")))?
             .ok_or_else(|| PluginError::JobNotFound {
                 namespace: self.namespace.clone(),
                 name: name.to_string(),
-            })?;
-        decode(found).map_err(|error| PluginError::Unreadable {
-            name: name.to_string(),
-            error,
-        })
+            })
     }
 
     /// The client of the cluster a replica reports: a member through its
@@ -317,24 +320,14 @@ async fn get(
 ) -> Result<(), PluginError> {
     let resource = ApiResource::erase::<TensorFlowTrainingJob>(&());
     let all = home.all_namespaces && name.is_none();
-    let api: Api<DynamicObject> = if all {
-        Api::all_with(home.client.clone(), &resource)
-    } else {
-        Api::namespaced_with(home.client.clone(), &home.namespace, &resource)
-    };
     let objects = match name {
-        Some(name) => {
-            let job = api
-                .get_opt(name)
-                .await
-                .map_err(api_error(format!("reading job {name}")))?
-                .ok_or_else(|| PluginError::JobNotFound {
-                    namespace: home.namespace.clone(),
-                    name: name.to_string(),
-                })?;
-            vec![job]
-        }
+        Some(name) => vec![home.raw_job(name).await?],
         None => {
+            let api: Api<DynamicObject> = if all {
+                Api::all_with(home.client.clone(), &resource)
+            } else {
+                Api::namespaced_with(home.client.clone(), &home.namespace, &resource)
+            };
             api.list(&ListParams::default())
                 .await
                 .map_err(api_error("listing TensorFlowTrainingJobs"))?
