@@ -317,9 +317,19 @@ impl Kubectl {
         };
         let mut process = self.launch(args, stdin);
         let status = process.exit_within(RUN_TIMEOUT).unwrap_or_else(|| {
+            // kubectl is a Go program: SIGQUIT makes it print every
+            // goroutine's stack (on stderr) and exit, which shows the
+            // request it waited on; the server's answer to a request of
+            // our own shows whether the server was answering at all.
+            process.signal("QUIT");
+            let _ = process.exit_within(Duration::from_secs(5));
+            let started = std::time::Instant::now();
+            let (code, _) = self.raw_request("GET", "/version", "application/json", b"");
             panic!(
-                "kubectl {} did not finish within {RUN_TIMEOUT:?}; {}",
+                "kubectl {} did not finish within {RUN_TIMEOUT:?} (GET /version answered {code} \
+                 in {:?} just after); {}",
                 args.join(" "),
+                started.elapsed(),
                 process.output()
             )
         });

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -211,6 +212,19 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	held := &heldWriter{ResponseWriter: w, proxy: p, ctx: r.Context()}
 	if !isWatch(r) {
+		// The body is read whole before it is forwarded. Streamed, an
+		// answer that comes before the API server reads the body (a route
+		// that does not exist, e.g. PATCH configmaps/NAME/scale) deadlocked
+		// about once in a hundred over HTTP/2: the proxy's transport, closing
+		// the answer, waited for the rest of the client's body, while the
+		// client, answered, sent no more and waited for the answer's end.
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			writeStatus(w, http.StatusBadRequest, "BadRequest", "proxy: reading the request body: "+err.Error())
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
 		p.reverse.ServeHTTP(held, r)
 		return
 	}
