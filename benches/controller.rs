@@ -3,8 +3,9 @@
 //! what every figure means and how it is measured).
 //!
 //! Per workload, started fresh:
-//! - the clusters: `tfjob-federator sim --register …` (the release binary,
-//!   built by cargo for this bench) or, with `BENCH_GROUND=real`,
+//! - the clusters: `tfjob-federator sim --register …` (the binary cargo
+//!   built with this bench's profile: release under `cargo bench`, debug
+//!   under CI's `cargo test --bench controller` smoke run) or, with `BENCH_GROUND=real`,
 //!   `hack/real-clusters` with the same flags; ready once `DIR/ready` exists;
 //! - the ground's raw ceiling: pod creates/s from 8 clients straight to
 //!   home, before the controller starts (pods no scheduler takes; deleted after);
@@ -497,12 +498,17 @@ fn run_all() -> anyhow::Result<()> {
         .context("starting the tokio runtime")?;
     let scaled = settings.smoke || settings.scale != 1.0;
     println!(
-        "controller benchmark: {} workload(s) on the {:?} ground, binary {}{}",
+        "controller benchmark: {} workload(s) on the {:?} ground, binary {}{}{}",
         workloads.len(),
         settings.ground,
         binary.display(),
         if scaled {
             " (sizes reduced: the targets are for the full sizes)"
+        } else {
+            ""
+        },
+        if cfg!(debug_assertions) {
+            " (a debug build: its times and CPU say nothing of the release's)"
         } else {
             ""
         }
@@ -528,8 +534,8 @@ fn run_all() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The release binary cargo built for this bench (`cargo bench` builds the
-/// package's binaries with the bench profile, which is release).
+/// The binary cargo built with this bench's profile (`cargo bench`: the
+/// bench profile, which is release; `cargo test --bench`: debug).
 fn controller_binary() -> anyhow::Result<PathBuf> {
     let path = PathBuf::from(env!("CARGO_BIN_EXE_tfjob-federator"));
     if !path.exists() {
