@@ -22,7 +22,7 @@ use super::members::MemberSupervisor;
 use crate::api::{ListedJob, TensorFlowTrainingJob};
 use crate::telemetry::metrics::Alive;
 use crate::telemetry::{ActorKind, Synced};
-use crate::validation::{self, INVALID_SPEC_REASON};
+use crate::validation::INVALID_SPEC_REASON;
 
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -62,32 +62,17 @@ impl JobManager {
     }
 
     fn apply(&mut self, ctx: &mut Context<Self>, listed: ListedJob) {
-        let mut obj = listed.object;
-        if let Some(error) = listed.unreadable {
-            self.reject_unparsable(&obj, &error);
-            return;
-        }
-        // Nothing reads them, and the job actor keeps its job for life.
-        obj.metadata.managed_fields = None;
-        let uid = obj.uid().unwrap_or_default();
-        let parsed = serde_json::to_value(&obj)
-            .map_err(|e| e.to_string())
-            .and_then(|value| {
-                serde_path_to_error::deserialize::<_, TensorFlowTrainingJob>(value).map_err(|e| {
-                    format!(
-                        "{}: {}",
-                        e.path(),
-                        validation::in_words(&e.inner().to_string())
-                    )
-                })
-            });
-        let job = match parsed {
-            Ok(job) => Arc::new(job),
-            Err(e) => {
-                self.reject_unparsable(&obj, &e);
+        let mut job = match listed {
+            ListedJob::Readable(job) => job,
+            ListedJob::Unreadable(unreadable) => {
+                self.reject_unparsable(&unreadable.object, &unreadable.error);
                 return;
             }
         };
+        // Nothing reads them, and the job actor keeps its job for life.
+        job.metadata.managed_fields = None;
+        let uid = job.uid().unwrap_or_default();
+        let job = Arc::new(*job);
         match self.jobs.get(&uid) {
             Some(actor) if actor.connected() => actor.do_send(JobUpdated(job)),
             _ => {

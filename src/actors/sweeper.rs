@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PartialObjectMeta};
 use kube::{Client, ResourceExt};
 
-use crate::api::{ListedJob, TensorFlowTrainingJobStatus};
+use crate::api::ListedJob;
 use crate::builders::{
     self, JOB_UID_LABEL, MANAGED_SELECTOR, PLACEMENT_EPOCH_LABEL, REPLICA_INDEX_LABEL,
     REPLICA_TYPE_LABEL,
@@ -108,14 +108,7 @@ pub async fn sweep(
         .await?
         .items
         .into_iter()
-        .filter_map(|job| {
-            let status: Option<TensorFlowTrainingJobStatus> = job
-                .object
-                .data
-                .get("status")
-                .and_then(|s| serde_json::from_value(s.clone()).ok());
-            Some((job.uid()?, JobRecord::of(status.as_ref())))
-        })
+        .filter_map(|job| Some((job.uid()?, JobRecord::of(job.status().as_deref()))))
         .collect();
     let mut deleted = 0;
     for object in found {

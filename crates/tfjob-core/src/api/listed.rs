@@ -6,9 +6,11 @@
 //! 128 levels. Decoded as a whole, one such job failed every list of jobs,
 //! and so stopped the controller for every job, restart after restart. Here
 //! each object's text is set aside first (serde_json skips over it without
-//! recursing), then read on its own: an object too deep to read becomes an
-//! unreadable job with its name, uid and status phase, which the controller
-//! fails with `InvalidSpec`.
+//! recursing), then read on its own, straight into the typed job. One that
+//! is not a job is read again to say why: JSON that is no job keeps the
+//! object and the path of the field at fault; an object too deep to read
+//! keeps its name, uid and status phase. The controller fails either with
+//! `InvalidSpec`.
 
 use std::borrow::Cow;
 
@@ -18,13 +20,39 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-/// A listed or watched job: readable, or why not.
+use super::{TensorFlowTrainingJob, TensorFlowTrainingJobStatus};
+
+/// A listed or watched job: read whole, or what could be read and why not.
 #[derive(Clone, Debug)]
-pub struct ListedJob {
-    /// The object; for an unreadable one, only its identity and `status.phase`.
+pub enum ListedJob {
+    /// The job, read straight from its text.
+    Readable(Box<TensorFlowTrainingJob>),
+    Unreadable(Box<Unreadable>),
+}
+
+/// A job that cannot be read as a job.
+#[derive(Clone, Debug)]
+pub struct Unreadable {
+    /// The object as JSON; when even that cannot be read, only its
+    /// identity and `status.phase`.
     pub object: DynamicObject,
-    /// Why the object could not be read, in words.
-    pub unreadable: Option<String>,
+    /// Why, in words, with the field's path where there is one.
+    pub error: String,
+}
+
+impl ListedJob {
+    /// The job's status, where it can be read.
+    pub fn status(&self) -> Option<Cow<'_, TensorFlowTrainingJobStatus>> {
+        match self {
+            ListedJob::Readable(job) => job.status.as_ref().map(Cow::Borrowed),
+            ListedJob::Unreadable(unreadable) => unreadable
+                .object
+                .data
+                .get("status")
+                .and_then(|s| serde_json::from_value(s.clone()).ok())
+                .map(Cow::Owned),
+        }
+    }
 }
 
 /// What is read of an object that cannot be read whole: every other field
@@ -56,13 +84,12 @@ struct PhaseOnly {
 impl<'de> Deserialize<'de> for ListedJob {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = <Box<RawValue>>::deserialize(deserializer)?;
+        // Nearly every job reads at once; the slower ways below only say why not.
+        if let Ok(job) = serde_json::from_str::<TensorFlowTrainingJob>(raw.get()) {
+            return Ok(ListedJob::Readable(Box::new(job)));
+        }
         let error = match serde_json::from_str::<DynamicObject>(raw.get()) {
-            Ok(object) => {
-                return Ok(ListedJob {
-                    object,
-                    unreadable: None,
-                });
-            }
+            Ok(object) => return Ok(not_a_job(object)),
             Err(e) => e,
         };
         let identity: Identity = serde_json::from_str(raw.get()).map_err(D::Error::custom)?;
@@ -74,7 +101,7 @@ impl<'de> Deserialize<'de> for ListedJob {
             Some(phase) => serde_json::json!({"status": {"phase": phase}}),
             None => serde_json::json!({}),
         };
-        Ok(ListedJob {
+        Ok(ListedJob::Unreadable(Box::new(Unreadable {
             object: DynamicObject {
                 types,
                 metadata: ObjectMeta {
@@ -86,8 +113,28 @@ impl<'de> Deserialize<'de> for ListedJob {
                 },
                 data,
             },
-            unreadable: Some(in_words(&error)),
-        })
+            error: in_words(&error),
+        })))
+    }
+}
+
+/// JSON that did not read as a job: read again from the JSON tree, which
+/// names the field at fault (the text's reader names a line and column).
+fn not_a_job(object: DynamicObject) -> ListedJob {
+    let read = serde_json::to_value(&object)
+        .map_err(|e| e.to_string())
+        .and_then(|value| {
+            serde_path_to_error::deserialize::<_, TensorFlowTrainingJob>(value).map_err(|e| {
+                format!(
+                    "{}: {}",
+                    e.path(),
+                    crate::validation::in_words(&e.inner().to_string())
+                )
+            })
+        });
+    match read {
+        Ok(job) => ListedJob::Readable(Box::new(job)),
+        Err(error) => ListedJob::Unreadable(Box::new(Unreadable { object, error })),
     }
 }
 
@@ -122,11 +169,17 @@ impl Resource for ListedJob {
     }
 
     fn meta(&self) -> &ObjectMeta {
-        &self.object.metadata
+        match self {
+            ListedJob::Readable(job) => &job.metadata,
+            ListedJob::Unreadable(unreadable) => &unreadable.object.metadata,
+        }
     }
 
     fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.object.metadata
+        match self {
+            ListedJob::Readable(job) => &mut job.metadata,
+            ListedJob::Unreadable(unreadable) => &mut unreadable.object.metadata,
+        }
     }
 }
 
@@ -150,10 +203,34 @@ mod tests {
     #[test]
     fn a_readable_job_is_read_whole() {
         let job: ListedJob = serde_json::from_str(&job_text(&nested(50))).expect("decodes");
-        assert_eq!(job.unreadable, None);
+        let ListedJob::Readable(job) = job else {
+            panic!("{job:?}")
+        };
+        assert_eq!(job.metadata.name.as_deref(), Some("deep"));
+        assert_eq!(job.spec.replica_specs.len(), 1);
+    }
+
+    #[test]
+    fn json_that_is_not_a_job_keeps_the_object_and_names_the_field() {
+        let text =
+            job_text("{}").replace(r#""type":"worker""#, r#""type":"worker","replicas":"two""#);
+        let job: ListedJob = serde_json::from_str(&text).expect("decodes");
+        let ListedJob::Unreadable(unreadable) = job else {
+            panic!("{job:?}")
+        };
+        assert_eq!(unreadable.object.metadata.name.as_deref(), Some("deep"));
+        assert!(
+            unreadable
+                .error
+                .starts_with("spec.replicaSpecs[0].replicas: "),
+            "{}",
+            unreadable.error
+        );
+        assert!(!unreadable.error.contains("line "), "{}", unreadable.error);
+        let listed = ListedJob::Unreadable(unreadable);
         assert_eq!(
-            job.object.data.pointer("/spec/replicaSpecs/0/type"),
-            Some(&serde_json::json!("worker"))
+            listed.status().and_then(|s| s.phase),
+            Some(crate::api::JobPhase::Pending)
         );
     }
 
@@ -169,7 +246,9 @@ mod tests {
             items: Vec<ListedJob>,
         }
         let list: List = serde_json::from_str(&list).expect("the list decodes");
-        let deep = &list.items[0];
+        let ListedJob::Unreadable(deep) = &list.items[0] else {
+            panic!("{:?}", list.items[0])
+        };
         assert_eq!(deep.object.metadata.name.as_deref(), Some("deep"));
         assert_eq!(deep.object.metadata.uid.as_deref(), Some("u1"));
         assert_eq!(deep.object.metadata.resource_version.as_deref(), Some("7"));
@@ -178,13 +257,11 @@ mod tests {
             Some(&serde_json::json!("Pending"))
         );
         assert!(
-            deep.unreadable
-                .as_deref()
-                .is_some_and(|e| e.contains("spec.replicaSpecs[].template")),
-            "{:?}",
-            deep.unreadable
+            deep.error.contains("spec.replicaSpecs[].template"),
+            "{}",
+            deep.error
         );
-        assert_eq!(list.items[1].unreadable, None);
+        assert!(matches!(list.items[1], ListedJob::Readable(_)));
     }
 
     #[test]
@@ -193,7 +270,9 @@ mod tests {
         let event: kube::core::WatchEvent<ListedJob> =
             serde_json::from_str(&line).expect("decodes");
         match event {
-            kube::core::WatchEvent::Added(job) => assert!(job.unreadable.is_some()),
+            kube::core::WatchEvent::Added(job) => {
+                assert!(matches!(job, ListedJob::Unreadable(_)), "{job:?}")
+            }
             other => panic!("{other:?}"),
         }
     }
