@@ -44,9 +44,55 @@ pub enum StartError {
     SigningKey(String),
 }
 
-/// The key the controller signs its pods and services with: read from its
-/// Secret on home, or made and stored there by the first controller.
+/// The key the controller signs its pods, services and job statuses with:
+/// read from its Secret on home, or made and stored there by the first
+/// controller; with the time statuses have been sealed since.
 pub async fn load_signer(home: &Client, backoff: Backoff) -> Result<Signer, StartError> {
+    let signer = load_key(home, backoff).await?;
+    let since = sealing_since(home, backoff).await?;
+    Ok(signer.sealing_since(since))
+}
+
+/// The creation time of the Secret that marks when sealing began, made now
+/// if it does not exist (another controller may make it meanwhile: then
+/// theirs is read).
+async fn sealing_since(
+    home: &Client,
+    backoff: Backoff,
+) -> Result<Option<jiff::Timestamp>, StartError> {
+    let secrets: Api<Secret> = Api::namespaced(home.clone(), crate::clusters::SECRETS_NAMESPACE);
+    let failed = |e: kube::Error| StartError::SigningKey(e.to_string());
+    let mark: Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": signing::SEALING_MARK_SECRET, "labels": {crate::builders::MANAGED_BY_LABEL: crate::builders::MANAGER}},
+    }))
+    .map_err(|e| StartError::SigningKey(e.to_string()))?;
+    let post = PostParams::default();
+    let what = format!("creating Secret {}", signing::SEALING_MARK_SECRET);
+    let created = match call::call(Kind::Create, backoff, &what, || {
+        secrets.create(&post, &mark)
+    })
+    .await
+    .map_err(failed)?
+    {
+        Outcome::Done(created) => created,
+        _ => {
+            let what = format!("reading Secret {}", signing::SEALING_MARK_SECRET);
+            match call::call(Kind::Write, backoff, &what, || {
+                secrets.get(signing::SEALING_MARK_SECRET)
+            })
+            .await
+            .map_err(failed)?
+            {
+                Outcome::Done(read) => read,
+                _ => return Ok(None),
+            }
+        }
+    };
+    Ok(created.metadata.creation_timestamp.map(|t| t.0))
+}
+
+async fn load_key(home: &Client, backoff: Backoff) -> Result<Signer, StartError> {
     let secrets: Api<Secret> = Api::namespaced(home.clone(), crate::clusters::SECRETS_NAMESPACE);
     let failed = |e: kube::Error| StartError::SigningKey(e.to_string());
     let read = |secret: Secret| -> Option<Signer> {

@@ -25,11 +25,16 @@ use super::replica::{
     Abandon, Desired, Finish, ReplicaActor, ReplicaReport, ReplicaSetup, Restart, Teardown,
     TornDown, Trust,
 };
-use crate::api::{ReplicaKey, ReplicaSpec, TensorFlowTrainingJob, TensorFlowTrainingJobStatus};
+use crate::api::{
+    ListedJob, ReplicaKey, ReplicaSpec, TensorFlowTrainingJob, TensorFlowTrainingJobStatus,
+};
 use crate::builders::{self, PodParams, Topology};
 use crate::lifecycle::machine::{
-    Assignment, Effect, Event, Intent, JobState, Milestone, PodMode, Replicas, Spec, Stage,
+    Assignment, Effect, Event, Intent, JobState, Milestone, PodMode, Refusal, Replicas, Spec,
+    Stage, reason,
 };
+use crate::record;
+use crate::signing::Signer;
 use crate::status;
 use crate::telemetry::ActorKind;
 use crate::telemetry::metrics::JobCensus;
@@ -61,6 +66,15 @@ pub struct TensorBoardChanged(pub DynamicObject);
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct WatchTensorBoards;
+
+/// The job's latest version cannot be read (`ListedJob::Unreadable`): the
+/// job fails with InvalidSpec, or, being deleted, goes.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct JobUnreadable {
+    pub error: String,
+    pub deleting: bool,
+}
 
 /// The job object is gone from the API.
 #[derive(Message)]
@@ -100,6 +114,8 @@ struct Writes {
     detail_writes: u32,
     /// The highest `Persist` sequence number a landed write covered.
     persisted: u64,
+    /// Someone else wrote the status: write ours even if it looks the same.
+    overwritten: bool,
 }
 
 pub struct JobActor {
@@ -128,13 +144,14 @@ impl JobActor {
         tensorboards: Recipient<WatchTensorBoards>,
         job: Arc<TensorFlowTrainingJob>,
     ) -> JobActor {
+        let machine = believed_machine(&shared.signer, &job);
         JobActor {
             census: shared
                 .metrics
                 .job_census(job.status.as_ref().and_then(|s| s.phase)),
-            machine: JobState::new(job.status.as_ref(), &job.name_any()),
+            machine,
             writes: Writes {
-                written: job.status.clone(),
+                written: job.status.clone().map(unsealed),
                 // The first write waits one interval, so it carries the
                 // first pods' progress too.
                 last: Some(Instant::now()),
@@ -156,12 +173,22 @@ impl JobActor {
         self.job.name_any()
     }
 
+    fn uid(&self) -> String {
+        self.job.uid().unwrap_or_default()
+    }
+
     fn namespace(&self) -> String {
         self.job.namespace().unwrap_or_default()
     }
 
-    fn api(&self) -> Api<TensorFlowTrainingJob> {
-        Api::namespaced(self.shared.home.client.clone(), &self.namespace())
+    /// The job's API, its answers read as `ListedJob`: the answer to a
+    /// write of a job made too deep to read must not fail the write.
+    fn api(&self) -> Api<ListedJob> {
+        Api::namespaced_with(
+            self.shared.home.client.clone(),
+            &self.namespace(),
+            &super::manager::job_resource(),
+        )
     }
 
     fn backoff(&self) -> Backoff {
@@ -172,13 +199,12 @@ impl JobActor {
         self.job.finalizers().iter().any(|f| f == FINALIZER)
     }
 
-    /// The replicaSpecs recorded at admission, if the annotation parses.
+    /// The replicaSpecs recorded at admission, as far as the job's record
+    /// vouches for them (see `record::accepted_specs`).
     fn recorded_replica_specs(&self) -> Option<Vec<ReplicaSpec>> {
-        let text = self
-            .job
-            .annotations()
-            .get(ACCEPTED_REPLICA_SPECS_ANNOTATION)?;
-        serde_json::from_str(text).ok()
+        vouched_specs(&self.job, self.machine.recorded_spec_digest())
+            .ok()
+            .flatten()
     }
 
     /// The job with the replicaSpecs it runs: the accepted ones once it
@@ -186,10 +212,8 @@ impl JobActor {
     fn running_job(&self) -> Arc<TensorFlowTrainingJob> {
         let accepted = match self.machine.stage {
             Stage::New => self
-                .job
-                .status
-                .as_ref()
-                .is_some_and(|s| s.placement.is_some())
+                .machine
+                .started()
                 .then(|| self.recorded_replica_specs())
                 .flatten(),
             _ if self.machine.started() => {
@@ -263,8 +287,8 @@ impl JobActor {
                         from,
                     ) {
                         Ok(desired) => Some(desired),
-                        Err(e) => {
-                            ctx.notify(Fed(Event::BuildFailed(format!("replica {key}: {e}"))));
+                        Err(event) => {
+                            ctx.notify(Fed(event));
                             None
                         }
                     },
@@ -457,7 +481,10 @@ impl JobActor {
                 .map(|t| t.0.to_string())
                 .unwrap_or_default(),
             demands: crate::placement::demands(&self.running_job()),
-            policy: crate::placement::Policy::of_job(job),
+            policy: crate::placement::Policy {
+                excluded: self.machine.excluded().clone(),
+                ..crate::placement::Policy::of_job(job)
+            },
             reply: ctx.address().recipient(),
         });
     }
@@ -636,7 +663,8 @@ impl JobActor {
     }
 
     /// The pod and service of replica `key` of `job` on `cluster`, signed
-    /// and serialized (`topology`: of `from.assignment`).
+    /// and serialized (`topology`: of `from.assignment`), if the cluster
+    /// admits the pod.
     fn desired(
         &self,
         job: &TensorFlowTrainingJob,
@@ -644,11 +672,12 @@ impl JobActor {
         key: ReplicaKey,
         cluster: &str,
         from: &BuiltFrom,
-    ) -> Result<Desired, String> {
+    ) -> Result<Desired, Event> {
+        let invalid = |e: String| Event::BuildFailed(format!("replica {key}: {e}"));
         let target = self
             .targets
             .get(cluster)
-            .ok_or_else(|| format!("no connection to cluster {cluster}"))?;
+            .ok_or_else(|| invalid(format!("no connection to cluster {cluster}")))?;
         // Owner references cannot cross clusters: members' objects are
         // removed by the finalizer instead.
         let owner = if target.home {
@@ -662,13 +691,26 @@ impl JobActor {
             mode: from.mode,
             owner: owner.clone(),
         };
-        let mut pod = builders::build_pod(job, key, &params).map_err(|e| e.to_string())?;
-        let mut service =
-            builders::build_service(job, key, from.epoch, owner).map_err(|e| e.to_string())?;
+        let mut pod = builders::build_pod(job, key, &params).map_err(|e| invalid(e.to_string()))?;
+        if let Some(why) = target
+            .admission
+            .as_ref()
+            .and_then(|admission| admission.refuses(&pod, &self.namespace()))
+        {
+            return Err(Event::Refused(Refusal {
+                key,
+                epoch: from.epoch,
+                cluster: cluster.to_string(),
+                everywhere: false,
+                message: format!("cluster {cluster} does not admit the pod: {why}"),
+            }));
+        }
+        let mut service = builders::build_service(job, key, from.epoch, owner)
+            .map_err(|e| invalid(e.to_string()))?;
         let trust = self.trust(key);
         trust.sign(&mut pod.metadata, from.epoch, "Pod");
         trust.sign(&mut service.metadata, from.epoch, "Service");
-        Desired::new(&pod, &service).map_err(|e| e.to_string())
+        Desired::new(&pod, &service).map_err(|e| invalid(e.to_string()))
     }
 
     fn trust(&self, key: ReplicaKey) -> Trust {
@@ -708,8 +750,8 @@ impl JobActor {
             let desired = match &built_from {
                 Some(from) => match self.desired(&job, &topology, *key, cluster, from) {
                     Ok(desired) => Some(desired),
-                    Err(e) => {
-                        ctx.notify(Fed(Event::BuildFailed(format!("replica {key}: {e}"))));
+                    Err(event) => {
+                        ctx.notify(Fed(event));
                         return;
                     }
                 },
@@ -830,7 +872,7 @@ impl JobActor {
         }
         let desired = self.machine.status();
         let covers = self.machine.persist_requested();
-        if self.writes.written.as_ref() == Some(&desired) {
+        if self.writes.written.as_ref() == Some(&desired) && !self.writes.overwritten {
             if covers > self.writes.persisted {
                 self.writes.persisted = covers;
                 self.feed(ctx, Event::Persisted(covers));
@@ -855,14 +897,22 @@ impl JobActor {
             desired.phase.is_some_and(crate::api::JobPhase::is_terminal),
         );
         self.writes.in_flight = true;
+        self.writes.overwritten = false;
         self.writes.last = Some(Instant::now());
         let api = self.api();
         let name = self.name();
-        let body = status::merge_patch(&desired);
+        let stored = if self.machine.is_verified() {
+            record::seal(&self.shared.signer, &self.uid(), desired.clone())
+        } else {
+            // Never sealed: that would make a record nobody verified ours.
+            desired.clone()
+        };
+        let body: json_patch::Patch =
+            serde_json::from_value(status::replacement(&stored)).unwrap_or_default();
         let (backoff, what) = (self.backoff(), format!("writing the status of {name}"));
         ctx.spawn(
             async move {
-                let (params, patch) = (PatchParams::default(), Patch::Merge(&body));
+                let (params, patch) = (PatchParams::default(), Patch::Json::<()>(body));
                 call::call(Kind::Write, backoff, &what, || api.patch_status(&name, &params, &patch)).await
             }
             .into_actor(self)
@@ -898,12 +948,12 @@ impl JobActor {
 
 /// Applies JSON-patch `operations` (with their `test` guards) to the job.
 async fn json_patch(
-    api: Api<TensorFlowTrainingJob>,
+    api: Api<ListedJob>,
     name: String,
     operations: serde_json::Value,
     backoff: Backoff,
     what: String,
-) -> kube::Result<Outcome<TensorFlowTrainingJob>> {
+) -> kube::Result<Outcome<ListedJob>> {
     let patch: json_patch::Patch =
         serde_json::from_value(operations).map_err(kube::Error::SerdeError)?;
     let (params, patch) = (PatchParams::default(), Patch::Json::<()>(patch));
@@ -977,6 +1027,7 @@ impl Handler<JobUpdated> for JobActor {
         if std::mem::take(&mut self.finalizer_removal_failed) {
             self.remove_finalizer(ctx);
         }
+        self.correct_foreign_status(ctx);
         let changed = previous.metadata.generation != self.job.metadata.generation
             || previous.metadata.deletion_timestamp != self.job.metadata.deletion_timestamp
             || had_finalizer != self.has_finalizer();
@@ -984,6 +1035,122 @@ impl Handler<JobUpdated> for JobActor {
         if changed {
             let spec = self.spec();
             self.feed(ctx, Event::SpecChanged(spec));
+        }
+    }
+}
+
+impl JobActor {
+    /// Someone other than the controller wrote the job's status (it differs
+    /// from what was written last, and its seal is not ours): the
+    /// controller's own status is written back, and the job says so.
+    fn correct_foreign_status(&mut self, ctx: &mut Context<Self>) {
+        if !self.machine.is_verified() {
+            return;
+        }
+        let stored = self.job.status.clone().map(unsealed);
+        if stored == self.writes.written
+            || record::judge(
+                &self.shared.signer,
+                &self.uid(),
+                self.job.status.as_ref(),
+                None,
+            ) == record::Trust::Sealed
+        {
+            // Ours (perhaps an earlier write of ours, seen late).
+            return;
+        }
+        let fields = status::changed_fields(self.writes.written.as_ref(), stored.as_ref());
+        self.record(
+            true,
+            reason::STATUS_OVERWRITTEN,
+            format!(
+                "the status was written by someone other than the controller ({}): the \
+                 controller's own status is written back",
+                if fields.is_empty() {
+                    "its seal".to_string()
+                } else {
+                    fields.join(", ")
+                }
+            ),
+        );
+        self.writes.overwritten = true;
+        self.flush(ctx);
+    }
+}
+
+/// The job's machine, from what its stored record says as far as the
+/// controller can verify it: a forged status or accepted `replicaSpecs`
+/// give a machine that decides nothing (`Stage::Unverified`).
+fn believed_machine(signer: &Signer, job: &TensorFlowTrainingJob) -> JobState {
+    let name = job.name_any();
+    let created = job.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let uid = job.uid().unwrap_or_default();
+    let status = job.status.as_ref();
+    if let record::Trust::Forged(why) = record::judge(signer, &uid, status, created) {
+        tracing::warn!(job = %name, "{why}");
+        return JobState::unverified(status, &name, why);
+    }
+    let machine = JobState::new(status, &name);
+    if machine.started() && vouched_specs(job, machine.recorded_spec_digest()).is_err() {
+        let why = format!(
+            "annotation {ACCEPTED_REPLICA_SPECS_ANNOTATION}: neither it nor spec.replicaSpecs \
+             is what the job started with"
+        );
+        tracing::warn!(job = %name, "{why}");
+        return JobState::unverified(status, &name, why);
+    }
+    machine
+}
+
+/// The replicaSpecs the job started with, as far as its record vouches
+/// for them: `Ok(None)` when there is no record of them (not started, or
+/// the annotation missing on a job from before digests), `Err` when neither
+/// the annotation nor the current spec has the recorded digest.
+fn vouched_specs(
+    job: &TensorFlowTrainingJob,
+    digest: Option<&str>,
+) -> Result<Option<Vec<ReplicaSpec>>, Unverifiable> {
+    let annotation = job
+        .annotations()
+        .get(ACCEPTED_REPLICA_SPECS_ANNOTATION)
+        .map(String::as_str);
+    let current;
+    let text = match digest {
+        None => annotation,
+        Some(_) => {
+            current = serde_json::to_string(&job.spec.replica_specs).unwrap_or_default();
+            match record::accepted_specs(digest, annotation, &current) {
+                record::Accepted::Verified(text) => Some(text),
+                record::Accepted::Unrecorded(text) => text,
+                record::Accepted::Unverifiable => return Err(Unverifiable),
+            }
+        }
+    };
+    Ok(text.and_then(|text| serde_json::from_str(text).ok()))
+}
+
+/// The accepted replicaSpecs cannot be verified (see `vouched_specs`).
+#[derive(Debug)]
+struct Unverifiable;
+
+/// The status without its seal, as the machine holds it.
+fn unsealed(mut status: TensorFlowTrainingJobStatus) -> TensorFlowTrainingJobStatus {
+    status.seal = None;
+    status
+}
+
+impl Handler<JobUnreadable> for JobActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: JobUnreadable, ctx: &mut Self::Context) {
+        let _timer = self.shared.metrics.handling(ActorKind::Job);
+        if msg.deleting {
+            let mut spec = self.spec();
+            spec.deleting = true;
+            self.feed(ctx, Event::SpecChanged(spec));
+        } else {
+            let problem = format!("the job cannot be read: {}", msg.error);
+            self.feed(ctx, Event::BuildFailed(problem));
         }
     }
 }
@@ -1025,6 +1192,9 @@ impl Handler<ReplicaReport> for JobActor {
                 blocked: msg.blocked,
             },
         );
+        if let Some(refusal) = msg.refusal {
+            self.feed(ctx, Event::Refused(refusal));
+        }
     }
 }
 

@@ -17,12 +17,16 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
 use super::Shared;
-use super::job::{JobActor, JobGone, JobUpdated, TensorBoardChanged, WatchTensorBoards};
+use super::call::{self, Backoff, Kind};
+use super::job::{
+    FINALIZER, JobActor, JobGone, JobUnreadable, JobUpdated, TensorBoardChanged, WatchTensorBoards,
+};
 use super::members::MemberSupervisor;
-use crate::api::{ListedJob, TensorFlowTrainingJob};
+use crate::api::{ListedJob, TensorFlowTrainingJob, TensorFlowTrainingJobStatus, Unreadable};
+use crate::lifecycle::machine::{Effect, Event, JobState, Spec};
+use crate::status;
 use crate::telemetry::metrics::Alive;
 use crate::telemetry::{ActorKind, Synced};
-use crate::validation::INVALID_SPEC_REASON;
 
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -65,7 +69,7 @@ impl JobManager {
         let mut job = match listed {
             ListedJob::Readable(job) => job,
             ListedJob::Unreadable(unreadable) => {
-                self.reject_unparsable(&unreadable.object, &unreadable.error);
+                self.reject_unparsable(&unreadable);
                 return;
             }
         };
@@ -90,49 +94,125 @@ impl JobManager {
         }
     }
 
-    /// Marks a job that cannot be read as Failed with InvalidSpec (once).
-    fn reject_unparsable(&self, obj: &DynamicObject, error: &str) {
-        let already = obj.data.pointer("/status/phase").and_then(|p| p.as_str()) == Some("Failed");
-        if already {
+    /// A job that cannot be read: a job actor that runs it fails it (or
+    /// deletes it); else it gets the machine's InvalidSpec status, sealed,
+    /// once, and, when deleted, loses its finalizer (it has no replicas this
+    /// controller runs; what an earlier one left on members is their
+    /// sweep's once the job is gone).
+    fn reject_unparsable(&self, unreadable: &Unreadable) {
+        let obj = &unreadable.object;
+        let deleting = obj.metadata.deletion_timestamp.is_some();
+        if let Some(actor) = self.jobs.get(&obj.uid().unwrap_or_default())
+            && actor.connected()
+        {
+            actor.do_send(JobUnreadable {
+                error: unreadable.error.clone(),
+                deleting,
+            });
             return;
         }
-        // The user's mistake, told in the job's status and an Event.
-        tracing::info!(job = %obj.name_any(), error, "job cannot be read");
-        let recorder = self.shared.recorder.clone();
-        let reference = kube::Resource::object_ref(obj, &job_resource());
-        let event = kube::runtime::events::Event {
-            type_: kube::runtime::events::EventType::Warning,
-            reason: INVALID_SPEC_REASON.into(),
-            note: Some(format!("the job cannot be read: {error}")),
-            action: INVALID_SPEC_REASON.into(),
-            secondary: None,
-        };
-        tokio::spawn(async move {
-            if let Err(e) = recorder.publish(&event, &reference).await {
-                tracing::debug!(error = %e, "publishing event failed");
-            }
-        });
-        // Read back as a ListedJob: the answer may be too deep to decode whole.
         let api: Api<ListedJob> = Api::namespaced_with(
             self.shared.home.client.clone(),
             &obj.namespace().unwrap_or_default(),
             &job_resource(),
         );
         let name = obj.name_any();
-        let now = jiff::Timestamp::now().to_string();
-        let status = json!({"status": {"phase": "Failed", "conditions": [{
-            "type": "Failed", "status": "True", "reason": INVALID_SPEC_REASON,
-            "message": format!("the job cannot be read: {error}"), "lastTransitionTime": now, "lastUpdateTime": now,
-        }]}});
-        tokio::spawn(async move {
-            if let Err(e) = api
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+        let backoff = Backoff::from(self.shared.config.retry_interval());
+        if deleting {
+            let Some(index) = obj.finalizers().iter().position(|f| f == FINALIZER) else {
+                return;
+            };
+            let patch = json!([
+                {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": FINALIZER},
+                {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
+            ]);
+            let what = format!("removing the finalizer of unreadable job {name}");
+            tokio::spawn(async move {
+                let Ok(patch) = serde_json::from_value::<json_patch::Patch>(patch) else {
+                    return;
+                };
+                let (params, patch) = (PatchParams::default(), Patch::Json::<()>(patch));
+                if let Err(e) = call::call(Kind::Write, backoff, &what, || {
+                    api.patch(&name, &params, &patch)
+                })
                 .await
+                {
+                    tracing::warn!(error = %e, "{what} refused");
+                }
+            });
+            return;
+        }
+        let already = obj.data.pointer("/status/phase").and_then(|p| p.as_str()) == Some("Failed");
+        if already {
+            return;
+        }
+        tracing::info!(job = %name, error = %unreadable.error, "job cannot be read");
+        let (status, events) = invalid_status(&name, &unreadable.error);
+        let stored =
+            crate::record::seal(&self.shared.signer, &obj.uid().unwrap_or_default(), status);
+        let recorder = self.shared.recorder.clone();
+        let reference = kube::Resource::object_ref(obj, &job_resource());
+        let what = format!("writing the InvalidSpec status of {name}");
+        tokio::spawn(async move {
+            for event in events {
+                if let Err(e) = recorder.publish(&event, &reference).await {
+                    tracing::debug!(error = %e, "publishing event failed");
+                }
+            }
+            let Ok(patch) =
+                serde_json::from_value::<json_patch::Patch>(status::replacement(&stored))
+            else {
+                return;
+            };
+            let (params, patch) = (PatchParams::default(), Patch::Json::<()>(patch));
+            if let Err(e) = call::call(Kind::Write, backoff, &what, || {
+                api.patch_status(&name, &params, &patch)
+            })
+            .await
             {
-                tracing::warn!(job = %name, error = %e, "writing InvalidSpec status failed");
+                tracing::warn!(error = %e, "{what} refused");
             }
         });
     }
+}
+
+/// The status and Events the job machine gives a job that cannot be read,
+/// as for any other invalid spec.
+fn invalid_status(
+    name: &str,
+    error: &str,
+) -> (
+    TensorFlowTrainingJobStatus,
+    Vec<kube::runtime::events::Event>,
+) {
+    let mut machine = JobState::new(None, name);
+    let spec = Spec {
+        problem: Some(format!("the job cannot be read: {error}")),
+        ..Spec::default()
+    };
+    let effects = machine.step(Event::SpecChanged(spec), jiff::Timestamp::now());
+    let events = effects
+        .into_iter()
+        .filter_map(|effect| match effect {
+            Effect::Record {
+                warning,
+                reason,
+                message,
+            } => Some(kube::runtime::events::Event {
+                type_: if warning {
+                    kube::runtime::events::EventType::Warning
+                } else {
+                    kube::runtime::events::EventType::Normal
+                },
+                reason: reason.into(),
+                note: Some(message),
+                action: reason.into(),
+                secondary: None,
+            }),
+            _ => None,
+        })
+        .collect();
+    (machine.status(), events)
 }
 
 /// As many job threads as the machine has cores.

@@ -120,6 +120,34 @@ pub struct Target {
     pub export_services: bool,
     /// The home cluster: objects there are owned by the job.
     pub home: bool,
+    /// What a member admits (None on home, whose own admission governs).
+    pub admission: Option<Admission>,
+}
+
+/// A member's rules for the pods it runs: its `podPolicy` and the Pod
+/// Security level its namespaces enforce, as watched now.
+#[derive(Clone)]
+pub struct Admission {
+    pub pod_policy: crate::api::PodPolicy,
+    pub pod_security: crate::clusters::PodSecurityWatch,
+}
+
+impl Admission {
+    /// Why the member would not run `pod` in `namespace`; None if it would.
+    pub fn refuses(
+        &self,
+        pod: &k8s_openapi::api::core::v1::Pod,
+        namespace: &str,
+    ) -> Option<String> {
+        let spec = pod.spec.as_ref()?;
+        let level = self
+            .pod_security
+            .levels()
+            .get(namespace)
+            .copied()
+            .unwrap_or(self.pod_policy.default_pod_security);
+        crate::isolation::pod_refused(spec, &self.pod_policy, namespace, level)
+    }
 }
 
 /// A job's placement: each replica's cluster, and every cluster used.
@@ -351,6 +379,7 @@ impl MemberSupervisor {
             address_template: DEFAULT_ADDRESS_TEMPLATE.to_string(),
             export_services: false,
             home: true,
+            admission: None,
         }
     }
 
@@ -364,6 +393,10 @@ impl MemberSupervisor {
             address_template: spec.spec.address_template.clone(),
             export_services: spec.spec.export_services,
             home: false,
+            admission: Some(Admission {
+                pod_policy: spec.spec.pod_policy.clone(),
+                pod_security: member.pod_security.clone(),
+            }),
         })
     }
 

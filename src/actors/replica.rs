@@ -27,7 +27,8 @@ use crate::builders::{MANAGED_BY_LABEL, MANAGER, PLACEMENT_EPOCH_LABEL};
 use crate::clusters::{ClusterHandle, PodChanged, PodKey};
 use crate::lifecycle::{
     self,
-    machine::{Blocked, Intent, reason},
+    machine::{Blocked, Intent, Refusal, reason},
+    refusal::{RefusalKind, classify},
 };
 use crate::observed::ObservedPod;
 use crate::signing::{self, SIGNATURE_ANNOTATION, Signer};
@@ -45,6 +46,8 @@ pub struct ReplicaReport {
     /// Its pod or service cannot be created: an object it does not own has
     /// the name (this says which).
     pub blocked: Option<Blocked>,
+    /// The cluster refused its pod or service for good.
+    pub refusal: Option<Refusal>,
 }
 
 /// The replica's pod and service are gone (after `Teardown`).
@@ -148,6 +151,8 @@ pub struct ReplicaActor {
     pod_blocked: Option<Blocked>,
     service_blocked: Option<Blocked>,
     blocked_tries: u32,
+    /// The cluster refused the pod or service for good: no more tries.
+    refusal: Option<Refusal>,
     /// This actor and its replica's cluster and phase, in the metrics.
     census: ReplicaCensus,
 }
@@ -188,6 +193,7 @@ impl ReplicaActor {
             pod_blocked: None,
             service_blocked: None,
             blocked_tries: 0,
+            refusal: None,
         }
     }
 
@@ -237,6 +243,7 @@ impl ReplicaActor {
                     .pod_blocked
                     .clone()
                     .or_else(|| self.service_blocked.clone()),
+                refusal: self.refusal.clone(),
             },
             &self.cluster().metrics,
             ActorKind::Job,
@@ -262,14 +269,37 @@ impl ReplicaActor {
         self.blocked(ctx, pod, blocked);
     }
 
-    /// The API refused to create the pod (or else the service) for good as
-    /// sent: the namespace is gone, a quota or policy forbids it. Say why,
-    /// try again later (the cluster may change).
+    /// The API refused to create the pod (or else the service) as sent.
+    /// The namespace gone, or soon different: say why, try again later. For
+    /// good (`refusal::classify`): the job hears it and decides, and this
+    /// replica tries no more.
     fn refused(&mut self, ctx: &mut Context<Self>, pod: bool, error: &kube::Error) {
         let kind = if pod { "pod" } else { "service" };
         let (ns, name, cluster) = (&self.pod_key.0, &self.pod_key.1, &self.cluster().name);
+        let class = match error {
+            kube::Error::Api(e) => classify(e.code, &e.message),
+            _ => RefusalKind::Transient,
+        };
+        if let (kube::Error::Api(e), RefusalKind::ThisCluster | RefusalKind::Everywhere) =
+            (error, class)
+        {
+            let refusal = Refusal {
+                key: self.setup.key,
+                epoch: self.setup.epoch,
+                cluster: cluster.clone(),
+                everywhere: class == RefusalKind::Everywhere,
+                message: format!(
+                    "cluster {cluster} refused to create {kind} {ns}/{name} ({}): {}",
+                    e.code, e.message
+                ),
+            };
+            tracing::warn!(replica = %name, %cluster, "{}", refusal.message);
+            self.refusal = Some(refusal);
+            self.report();
+            return;
+        }
         let blocked = match error {
-            kube::Error::Api(e) if e.code == 404 || e.message.contains("being terminated") => {
+            kube::Error::Api(_) if class == RefusalKind::NamespaceMissing => {
                 self.cluster().namespace_missing(ns);
                 Blocked {
                     reason: reason::NAMESPACE_MISSING,

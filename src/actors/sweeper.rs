@@ -108,7 +108,7 @@ pub async fn sweep(
         .await?
         .items
         .into_iter()
-        .filter_map(|job| Some((job.uid()?, JobRecord::of(job.status().as_deref()))))
+        .filter_map(|job| Some((job.uid()?, believed_record(&job, signer))))
         .collect();
     let mut deleted = 0;
     for object in found {
@@ -133,4 +133,20 @@ pub async fn sweep(
         }
     }
     Ok(deleted)
+}
+
+/// What the sweep may believe of a job: its placement, if its status is
+/// the controller's (see `record`); a job that cannot be read is judged
+/// like a forged one: nothing of it is garbage.
+fn believed_record(job: &ListedJob, signer: &Signer) -> JobRecord {
+    let ListedJob::Readable(job) = job else {
+        return JobRecord::unverified();
+    };
+    let uid = job.uid().unwrap_or_default();
+    let created = job.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    if crate::record::judge(signer, &uid, job.status.as_ref(), created).is_believed() {
+        JobRecord::of(job.status.as_ref())
+    } else {
+        JobRecord::unverified()
+    }
 }

@@ -157,6 +157,30 @@ pub fn namespace_refused(policy: &PodPolicy, namespace: &str) -> Option<String> 
         .then(|| format!("namespace {namespace} is not allowed (spec.podPolicy.allowedNamespaces)"))
 }
 
+/// Why a member with `policy`, whose namespace `namespace` enforces `level`,
+/// would not run a pod with `spec`; None if it would. Checked for every pod
+/// the controller builds for a member, whatever placement decided earlier
+/// (the member's policy may have changed since, or the record the pod is
+/// built from was not the one placed).
+pub fn pod_refused(
+    spec: &PodSpec,
+    policy: &PodPolicy,
+    namespace: &str,
+    level: PodSecurityLevel,
+) -> Option<String> {
+    let mut asked = Privileges::default();
+    asked.add(spec);
+    namespace_refused(policy, namespace)
+        .or_else(|| asked.refused_by(policy))
+        .or_else(|| {
+            let why = asked.refused_at(level)?;
+            Some(format!(
+                "namespace {namespace} enforces Pod Security {:?}: {why}",
+                level.as_str()
+            ))
+        })
+}
+
 /// The level each namespace enforces, from the namespaces' names and labels;
 /// a namespace without the enforce label is left out.
 pub fn enforced_levels(

@@ -16,6 +16,7 @@ pub mod lifecycle;
 pub mod observed;
 pub mod placement;
 pub use kube_quantity as quantity;
+pub mod record;
 pub mod signing;
 pub mod status;
 pub mod sweep;

@@ -26,7 +26,15 @@ pub struct Signer {
     key: hmac::Key,
     /// When the key was made: older unsigned objects predate signing.
     since: Option<Timestamp>,
+    /// When the controllers began to seal job statuses (`record`): the
+    /// unsealed statuses of older jobs predate sealing.
+    sealing_since: Option<Timestamp>,
 }
+
+/// A Secret (no data) in the controller's namespace whose creation time
+/// says since when statuses are sealed: made by the first controller that
+/// seals, so that jobs from before an upgrade keep their unsealed status.
+pub const SEALING_MARK_SECRET: &str = "tfjob-federator-sealing-since";
 
 /// What is signed for one object.
 pub fn subject(job_uid: &str, replica: &str, epoch: &str, kind: &str) -> String {
@@ -38,11 +46,36 @@ impl Signer {
         Signer {
             key: hmac::Key::new(hmac::HMAC_SHA256, key),
             since,
+            sealing_since: None,
         }
     }
 
+    /// The same signer, knowing since when statuses are sealed.
+    pub fn sealing_since(self, sealing_since: Option<Timestamp>) -> Signer {
+        Signer {
+            sealing_since,
+            ..self
+        }
+    }
+
+    /// Whether a job created at `created` predates sealing.
+    pub fn sealing_began_after(&self, created: Option<Timestamp>) -> bool {
+        matches!((created, self.sealing_since), (Some(created), Some(since)) if created < since)
+    }
+
     pub fn sign(&self, subject: &str) -> String {
-        URL_SAFE_NO_PAD.encode(hmac::sign(&self.key, subject.as_bytes()).as_ref())
+        self.sign_bytes(subject.as_bytes())
+    }
+
+    pub fn sign_bytes(&self, text: &[u8]) -> String {
+        URL_SAFE_NO_PAD.encode(hmac::sign(&self.key, text).as_ref())
+    }
+
+    /// Whether `signature` is this key's of `text`.
+    pub fn verifies(&self, text: &[u8], signature: &str) -> bool {
+        URL_SAFE_NO_PAD
+            .decode(signature)
+            .is_ok_and(|tag| hmac::verify(&self.key, text, &tag).is_ok())
     }
 
     /// Whether an object with this signature (if any), made at `created`,
@@ -54,9 +87,7 @@ impl Signer {
         created: Option<Timestamp>,
     ) -> bool {
         match signature {
-            Some(signature) => URL_SAFE_NO_PAD
-                .decode(signature)
-                .is_ok_and(|tag| hmac::verify(&self.key, subject.as_bytes(), &tag).is_ok()),
+            Some(signature) => self.verifies(subject.as_bytes(), signature),
             None => {
                 matches!((created, self.since), (Some(created), Some(since)) if created < since)
             }

@@ -248,28 +248,30 @@ pub fn views_of(
     views
 }
 
-/// The JSON merge patch that makes the stored status equal `status`: a
-/// field that is absent now is removed (`null`), not left as it was.
-pub fn merge_patch(status: &TensorFlowTrainingJobStatus) -> serde_json::Value {
-    let mut value = serde_json::to_value(status).unwrap_or_default();
-    if let Some(fields) = value.as_object_mut() {
-        for field in [
-            "tasks",
-            "tensorboard",
-            "conditions",
-            "phase",
-            "startTime",
-            "placement",
-        ] {
-            fields.entry(field).or_insert(serde_json::Value::Null);
-        }
-        if let Some(placement) = fields.get_mut("placement").and_then(|p| p.as_object_mut()) {
-            placement
-                .entry("assignment")
-                .or_insert(serde_json::Value::Null);
-        }
-    }
-    serde_json::json!({ "status": value })
+/// The JSON patch that makes the stored status exactly `status`: the
+/// whole status is replaced, so that no field the controller dropped (and
+/// no field someone else added) stays behind, and the status read back is
+/// the one written (its seal verifies).
+pub fn replacement(status: &TensorFlowTrainingJobStatus) -> serde_json::Value {
+    serde_json::json!([{"op": "add", "path": "/status", "value": status}])
+}
+
+/// The top-level status fields in which `b` differs from `a`.
+pub fn changed_fields(
+    a: Option<&TensorFlowTrainingJobStatus>,
+    b: Option<&TensorFlowTrainingJobStatus>,
+) -> Vec<String> {
+    let object = |s: Option<&TensorFlowTrainingJobStatus>| match s.map(serde_json::to_value) {
+        Some(Ok(serde_json::Value::Object(fields))) => fields,
+        _ => serde_json::Map::new(),
+    };
+    let (a, b) = (object(a), object(b));
+    let names: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    names
+        .into_iter()
+        .filter(|name| a.get(*name) != b.get(*name))
+        .cloned()
+        .collect()
 }
 
 pub fn aggregate(views: &[ReplicaView]) -> Aggregate {

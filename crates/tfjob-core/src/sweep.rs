@@ -14,15 +14,17 @@ use crate::api::TensorFlowTrainingJobStatus;
 use crate::builders::{JOB_UID_LABEL, PLACEMENT_EPOCH_LABEL};
 
 /// What the sweep needs to know of a job on home.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct JobRecord {
     pub epoch: u64,
     /// The clusters of its current placement; None while undecided.
     pub clusters: Option<BTreeSet<String>>,
+    /// The status is the controller's: else nothing of the job is garbage.
+    pub verified: bool,
 }
 
 impl JobRecord {
-    /// From the placement the job's status records.
+    /// From the placement the job's (verified) status records.
     pub fn of(status: Option<&TensorFlowTrainingJobStatus>) -> JobRecord {
         let recorded = status.and_then(|s| s.placement.as_ref());
         JobRecord {
@@ -30,6 +32,16 @@ impl JobRecord {
             clusters: recorded
                 .and_then(|p| p.assignment.as_ref())
                 .map(|a| a.values().cloned().collect()),
+            verified: true,
+        }
+    }
+
+    /// A job whose status is not the controller's.
+    pub fn unverified() -> JobRecord {
+        JobRecord {
+            epoch: 0,
+            clusters: None,
+            verified: false,
         }
     }
 }
@@ -48,6 +60,9 @@ pub fn is_garbage(
     let Some(job) = jobs.get(uid) else {
         return true;
     };
+    if !job.verified {
+        return false;
+    }
     match labels.get(PLACEMENT_EPOCH_LABEL) {
         Some(epoch) => epoch.parse::<u64>().is_ok_and(|e| e < job.epoch),
         None => job.clusters.as_ref().is_some_and(|c| !c.contains(cluster)),
@@ -72,9 +87,17 @@ mod tests {
             JobRecord {
                 epoch: 2,
                 clusters: Some(["member-2".to_string()].into_iter().collect()),
+                verified: true,
             },
         );
-        jobs.insert("uid-b".to_string(), JobRecord::default());
+        jobs.insert("uid-b".to_string(), JobRecord::of(None));
+        jobs.insert(
+            "uid-forged".to_string(),
+            JobRecord {
+                epoch: 9,
+                ..JobRecord::unverified()
+            },
+        );
         jobs
     }
 
@@ -106,6 +129,16 @@ mod tests {
         assert!(!is_garbage(&group, "member-2", &jobs()));
         let undecided = labels(&[(JOB_UID_LABEL, "uid-b")]);
         assert!(!is_garbage(&undecided, "member-1", &jobs()));
+    }
+
+    #[test]
+    fn nothing_of_a_job_with_a_forged_record_is_garbage() {
+        for object in [
+            labels(&[(JOB_UID_LABEL, "uid-forged"), (PLACEMENT_EPOCH_LABEL, "0")]),
+            labels(&[(JOB_UID_LABEL, "uid-forged")]),
+        ] {
+            assert!(!is_garbage(&object, "member-1", &jobs()));
+        }
     }
 
     #[test]

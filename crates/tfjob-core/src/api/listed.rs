@@ -74,6 +74,10 @@ struct IdentityMeta {
     namespace: Option<String>,
     uid: Option<String>,
     resource_version: Option<String>,
+    // What deleting the job needs: its finalizers can be removed.
+    finalizers: Option<Vec<String>>,
+    deletion_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    creation_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
 #[derive(Deserialize)]
@@ -109,6 +113,9 @@ impl<'de> Deserialize<'de> for ListedJob {
                     namespace: identity.metadata.namespace,
                     uid: identity.metadata.uid,
                     resource_version: identity.metadata.resource_version,
+                    finalizers: identity.metadata.finalizers,
+                    deletion_timestamp: identity.metadata.deletion_timestamp,
+                    creation_timestamp: identity.metadata.creation_timestamp,
                     ..ObjectMeta::default()
                 },
                 data,

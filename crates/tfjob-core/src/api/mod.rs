@@ -11,7 +11,7 @@ mod rules;
 mod schema;
 mod tfjob;
 
-pub use listed::ListedJob;
+pub use listed::{ListedJob, Unreadable};
 pub use member::*;
 pub use tfjob::*;
 

@@ -24,6 +24,12 @@ pub const OBJECT_NAME_TAKEN: &str = "ObjectNameTaken";
 pub const NAMESPACE_MISSING: &str = "NamespaceMissing";
 /// The cluster refused to create a replica's pod or service.
 pub const CREATE_REFUSED: &str = "CreateRefused";
+/// The job's stored record (status, accepted replicaSpecs) is not the
+/// controller's: nothing is decided from it.
+pub const RECORD_UNVERIFIED: &str = "RecordUnverified";
+/// Someone other than the controller wrote the job's status: the
+/// controller wrote its own back.
+pub const STATUS_OVERWRITTEN: &str = "StatusOverwritten";
 /// The TensorBoard dependent: ready, not yet, its CRD missing, or failing.
 pub const DEPENDENT_READY: &str = "DependentReady";
 pub const DEPENDENT_NOT_READY: &str = "DependentNotReady";

@@ -384,6 +384,11 @@ pub struct TensorFlowTrainingJobStatus {
     /// new placement is created and before any teardown of an old one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<PlacementRecord>,
+    /// The controller's seal of this status (ours): a status whose seal
+    /// does not verify was not written by the controller, and nothing is
+    /// decided from it (see the README, "What the controller trusts").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seal: Option<String>,
 }
 
 /// The job's placement as recorded in its status.
@@ -399,6 +404,11 @@ pub struct PlacementRecord {
     /// waits for a placement or is paused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assignment: Option<BTreeMap<String, String>>,
+    /// The digest of the `replicaSpecs` the job started with: their text
+    /// (the annotation `federation.tfjob.io/replica-specs`) is used only if
+    /// it has this digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_specs_digest: Option<String>,
 }
 
 /// The status of the replicas of one type.

@@ -22,6 +22,7 @@
 //! | `Paused` | a resume | Paused |
 //! | `Finished` | nothing (replicas apply the clean-up policy) | Succeeded, Failed |
 //! | `Deleting` | its replicas to be gone, then the finalizer goes | as stored |
+//! | `Unverified` | nothing: its record is not the controller's (`record`) | as stored |
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -191,6 +192,23 @@ pub enum Event {
     TensorBoard(DependentStatus),
     /// A replica's pod or service cannot be built from the spec.
     BuildFailed(String),
+    /// A cluster refused a replica's pod or service for good (a 4xx other
+    /// than a conflict or throttling, that no retry changes).
+    Refused(Refusal),
+}
+
+/// A create that a cluster refused for good.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub key: ReplicaKey,
+    /// The replica's epoch.
+    pub epoch: u64,
+    pub cluster: String,
+    /// No cluster would take it (the object itself is invalid); else only
+    /// this cluster refuses (its policy, quota or admission).
+    pub everywhere: bool,
+    /// The cluster's answer, in words.
+    pub message: String,
 }
 
 /// What the actor must do.
@@ -281,6 +299,12 @@ pub enum Stage {
     Deleting {
         retiring: Option<BTreeMap<ReplicaKey, String>>,
     },
+    /// The stored record is not the controller's (forged, see `record`):
+    /// no pod is built, started, restarted or deleted from it; the job
+    /// says why, and may only be deleted.
+    Unverified {
+        why: String,
+    },
 }
 
 /// One job's lifecycle state.
@@ -317,6 +341,9 @@ pub struct JobState {
     /// The refused replicaSpecs (JSON) an Event was recorded for.
     refused: Option<String>,
     lost: BTreeSet<String>,
+    /// Clusters that refused the job's pods for good, with why: it is
+    /// placed without them.
+    excluded: BTreeMap<String, String>,
     admitting: bool,
 }
 
@@ -356,8 +383,35 @@ impl JobState {
             waiting: None,
             refused: None,
             lost: BTreeSet::new(),
+            excluded: BTreeMap::new(),
             admitting: false,
         }
+    }
+
+    /// The machine of a job whose stored record is not the controller's:
+    /// `why` names the field.
+    pub fn unverified(
+        status: Option<&TensorFlowTrainingJobStatus>,
+        job_name: &str,
+        why: String,
+    ) -> JobState {
+        let mut job = JobState::new(None, job_name);
+        job.status = status.cloned().unwrap_or_default();
+        job.status.tasks.clear();
+        job.status.seal = None;
+        job.views = status::views_of(&job.status, job_name);
+        job.stage = Stage::Unverified { why };
+        job
+    }
+
+    /// Whether the status is the controller's own (to be sealed).
+    pub fn is_verified(&self) -> bool {
+        !matches!(self.stage, Stage::Unverified { .. })
+    }
+
+    /// Clusters the job is placed without, with why.
+    pub fn excluded(&self) -> &BTreeMap<String, String> {
+        &self.excluded
     }
 
     /// The status to write: the machine's, with `tasks` and `aggregate`
@@ -387,6 +441,14 @@ impl JobState {
 
     pub fn phase(&self) -> Option<JobPhase> {
         self.status.phase
+    }
+
+    /// The digest of the replicaSpecs the job started with, as recorded.
+    pub fn recorded_spec_digest(&self) -> Option<&str> {
+        self.status
+            .placement
+            .as_ref()
+            .and_then(|p| p.replica_specs_digest.as_deref())
     }
 
     /// Whether the job was ever placed: its replicaSpecs are fixed since.
@@ -470,6 +532,7 @@ impl Step<'_> {
             epoch,
             assignment: assignment
                 .map(|a| a.iter().map(|(k, c)| (k.to_string(), c.clone())).collect()),
+            replica_specs_digest: Some(crate::record::spec_digest(&self.job.replicas.json)),
         });
     }
 
@@ -498,6 +561,11 @@ impl Step<'_> {
     }
 
     fn take(&mut self, event: Event) {
+        if let Stage::Unverified { why } = &self.job.stage {
+            let why = why.clone();
+            self.unverified(event, &why);
+            return;
+        }
         match event {
             Event::SpecChanged(spec) => self.spec_changed(spec),
             Event::Admitted => {
@@ -560,6 +628,7 @@ impl Step<'_> {
                     self.reject(&problem);
                 }
             }
+            Event::Refused(refusal) => self.refused(refusal),
             Event::TensorBoard(board) => {
                 if !self.rejected() {
                     self.job.status.tensorboard = Some(board);
@@ -757,6 +826,72 @@ impl Step<'_> {
             };
         }
         self.emit(Effect::RequestPlacement { recorded });
+    }
+
+    /// A job whose record is not the controller's: it says so once, and
+    /// may go when deleted; nothing else is done for it.
+    fn unverified(&mut self, event: Event, why: &str) {
+        let Event::SpecChanged(spec) = event else {
+            return;
+        };
+        let deleting = spec.deleting;
+        let has_finalizer = spec.has_finalizer;
+        let first = self.job.spec == Spec::default();
+        self.job.spec = spec;
+        if first {
+            let message = format!(
+                "the job's record cannot be verified ({why}): no replica is created, restarted                  or deleted from it; the pods that run are left as they are (delete the job to                  remove them)"
+            );
+            self.set(
+                Cond::ReplicaFailure,
+                ConditionStatus::True,
+                reason::RECORD_UNVERIFIED,
+                &message,
+            );
+            self.record(true, reason::RECORD_UNVERIFIED, message);
+        }
+        if deleting && has_finalizer {
+            // What it runs on members is garbage once the job is gone:
+            // their sweep removes it (the sweep trusts signed pods only).
+            self.emit(Effect::RemoveFinalizer);
+        }
+    }
+
+    /// A cluster refused a replica for good: the job fails (no cluster would
+    /// take it) or is placed anew without that cluster. Nothing ran, so no
+    /// restart is counted.
+    fn refused(&mut self, refusal: Refusal) {
+        if refusal.epoch != self.job.epoch() || self.job.stage != Stage::Active || self.terminal() {
+            return;
+        }
+        let Refusal {
+            key,
+            cluster,
+            everywhere,
+            message,
+            ..
+        } = refusal;
+        if everywhere {
+            self.fail(
+                reason::CREATE_REFUSED,
+                &format!("replica {key}: {message}; no cluster would accept it"),
+            );
+            return;
+        }
+        let why = format!("refused replica {key}: {message}");
+        self.job.excluded.insert(cluster.clone(), why.clone());
+        let message = format!("cluster {cluster} {why}; placing the job without {cluster}");
+        self.job.status.phase = Some(JobPhase::Pending);
+        self.set(
+            Cond::Running,
+            ConditionStatus::False,
+            reason::CREATE_REFUSED,
+            &message,
+        );
+        self.record(true, reason::CREATE_REFUSED, message);
+        self.release();
+        let assignment = self.assignment().unwrap_or_default();
+        self.retire_for(Then::Place, assignment);
     }
 
     fn placed(&mut self, assignment: Assignment) {
@@ -1006,7 +1141,10 @@ impl Step<'_> {
             .and_then(|c| c.reason.as_deref());
         // A deadline or an invalid spec deletes every pod; other ends follow
         // the policy.
-        if matches!(failed, Some(reason::DEADLINE | reason::INVALID_SPEC)) {
+        if matches!(
+            failed,
+            Some(reason::DEADLINE | reason::INVALID_SPEC | reason::CREATE_REFUSED)
+        ) {
             CleanUpPolicy::All
         } else {
             self.job.spec.clean_up
@@ -1026,9 +1164,11 @@ impl Step<'_> {
             );
         }
         let policy = self.clean_up_policy();
-        self.emit(Effect::FinishReplicas(policy));
         self.job.stage = Stage::Finished;
-        self.persist_then(Vec::new());
+        // The end lands before any clean-up: a controller that restarts
+        // after a pod was deleted must know the job ended, or it would
+        // make the pod again.
+        self.persist_then(vec![Effect::FinishReplicas(policy)]);
     }
 
     fn fail(&mut self, reason: &'static str, message: &str) {
@@ -1395,7 +1535,7 @@ impl Step<'_> {
     /// Phase and conditions that follow from the replicas' views, after
     /// every event.
     fn refresh(&mut self) {
-        if self.job.stage == Stage::New || self.terminal() {
+        if matches!(self.job.stage, Stage::New | Stage::Unverified { .. }) || self.terminal() {
             return;
         }
         let active = self.job.stage == Stage::Active;

@@ -100,6 +100,17 @@ fn report(key: ReplicaKey, phase: RP, epoch: u64) -> Event {
     }
 }
 
+fn refused(everywhere: bool) -> Event {
+    Event::Refused(Refusal {
+        key: WORKER_1,
+        epoch: 0,
+        cluster: "member-1".into(),
+        everywhere,
+        message: "cluster member-1 refused to create pod ns/j-worker-1 (403): violates PodSecurity"
+            .into(),
+    })
+}
+
 fn lost() -> Event {
     Event::ClustersLost(["member-1".to_string()].into_iter().collect())
 }
@@ -273,6 +284,7 @@ fn stage_name(stage: &Stage) -> &'static str {
         Stage::Paused => "Paused",
         Stage::Finished => "Finished",
         Stage::Deleting { .. } => "Deleting",
+        Stage::Unverified { .. } => "Unverified",
     }
 }
 
@@ -419,7 +431,39 @@ fn transitions() {
             report(WORKER_0, RP::Succeeded, 0),
             "Finished",
             Some(Succeeded),
-            &["Normal(Succeeded)", "Finish(Unfinished)", "Persist"],
+            &["Normal(Succeeded)", "Persist"],
+        ),
+        // The end is written before any clean-up: a controller restarted
+        // after a pod's deletion must not make it again.
+        (
+            "succeeded",
+            Event::Persisted(2),
+            "Finished",
+            Some(Succeeded),
+            &["Finish(Unfinished)"],
+        ),
+        // A cluster refuses a pod for good: placed anew without it, nothing
+        // counted; or, no cluster would take it, failed.
+        (
+            "creating",
+            refused(false),
+            "Retiring→Place",
+            Some(Pending),
+            &["Warning(CreateRefused)", "ReleasePlacement", "Persist"],
+        ),
+        (
+            "creating",
+            refused(true),
+            "Finished",
+            Some(Failed),
+            &["Warning(Failed)", "ReleasePlacement", "Persist"],
+        ),
+        (
+            "failing-over",
+            refused(false),
+            "Retiring→Place",
+            Some(Pending),
+            &[],
         ),
         // A restart is counted, written, and only then carried out.
         (
@@ -441,7 +485,7 @@ fn transitions() {
             Event::DeadlineReached { at: t(60) },
             "Finished",
             Some(Failed),
-            &["Warning(Failed)", "Finish(All)", "Persist"],
+            &["Warning(Failed)", "Persist"],
         ),
         (
             "running",
@@ -638,7 +682,11 @@ fn a_restarted_controller_goes_on_from_the_stored_status() {
     assert_eq!(effects, ["ArmDeadline(-40s)", "ResolvePlacement"]);
     state.step(Event::Placed(assignment()), t(0));
     let effects = names(&state.step(Event::DeadlineReached { at: t(-40) }, t(0)));
-    assert_eq!(effects, ["Warning(Failed)", "Finish(All)", "Persist"]);
+    assert_eq!(effects, ["Warning(Failed)", "Persist"]);
+    assert_eq!(
+        names(&state.step(Event::Persisted(1), t(0))),
+        ["Finish(All)"]
+    );
     assert_eq!(
         condition(&state, Cond::Failed),
         Some((ConditionStatus::True, "DeadlineExceeded".into()))
@@ -981,4 +1029,52 @@ fn no_transition_breaks_the_invariants() {
         }
     }
     assert_eq!(pairs, 16 * 27);
+}
+
+#[test]
+fn a_refusing_cluster_is_left_out_of_the_next_placement() {
+    let mut state = reach("creating");
+    state.step(refused(false), t(0));
+    assert!(state.excluded().contains_key("member-1"));
+    assert_eq!(state.epoch(), 1, "the new epoch is written first");
+    assert_eq!(state.status().backoff_count, 0, "nothing ran: no restart");
+    assert_eq!(names(&state.step(Event::Persisted(2), t(0))), ["Retire"]);
+    state.step(Event::TornDown(WORKER_0), t(0));
+    let effects = names(&state.step(Event::TornDown(WORKER_1), t(0)));
+    assert_eq!(effects, ["RequestPlacement"]);
+    let running = condition(&state, Cond::Running).expect("a Running condition");
+    assert_eq!(running, (ConditionStatus::False, "CreateRefused".into()));
+}
+
+#[test]
+fn a_job_whose_record_is_not_the_controllers_decides_nothing() {
+    let stored: TensorFlowTrainingJobStatus =
+        serde_json::from_value(running_status(-30)).expect("a status");
+    let mut state = JobState::unverified(Some(&stored), "j", "status: no seal".into());
+    assert!(!state.is_verified());
+    assert_eq!(
+        names(&state.step(Event::SpecChanged(spec()), t(0))),
+        ["Warning(RecordUnverified)"]
+    );
+    let quiet = [
+        Event::SpecChanged(spec()),
+        Event::Placed(assignment()),
+        report(WORKER_0, RP::Failed, 0),
+        lost(),
+        Event::DeadlineReached { at: t(30) },
+        refused(true),
+        Event::Persisted(1),
+        paused(),
+    ];
+    for event in quiet {
+        assert_eq!(
+            names(&state.step(event.clone(), t(0))),
+            Vec::<String>::new(),
+            "{event:?}"
+        );
+    }
+    assert_eq!(state.phase(), Some(JobPhase::Running), "as stored");
+    let failure = condition(&state, Cond::ReplicaFailure).expect("a ReplicaFailure condition");
+    assert_eq!(failure, (ConditionStatus::True, "RecordUnverified".into()));
+    assert_eq!(names(&state.step(deleted(), t(0))), ["RemoveFinalizer"]);
 }

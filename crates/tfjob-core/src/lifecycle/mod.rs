@@ -3,6 +3,7 @@
 //! `JobActor` only carries out.
 
 pub mod machine;
+pub mod refusal;
 mod restart;
 
 pub use restart::*;
@@ -17,6 +18,7 @@ mod tests {
             ("machine.rs", include_str!("machine.rs")),
             ("machine_tests.rs", include_str!("machine_tests.rs")),
             ("restart.rs", include_str!("restart.rs")),
+            ("refusal.rs", include_str!("refusal.rs")),
         ];
         for (file, text) in files {
             for io in ["kube", "tokio", "actix", "hyper", "std::net", "std::fs"] {

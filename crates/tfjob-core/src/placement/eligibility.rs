@@ -56,6 +56,8 @@ pub(super) fn eligible<'a>(
             .flatten();
         let reason = if c.member && policy.system_namespace.is_some() {
             Some("the job's namespace is a system namespace there")
+        } else if let Some(why) = policy.excluded.get(&c.name) {
+            Some(why.as_str())
         } else if let Some(refused) = &refused {
             Some(refused.as_str())
         } else if !policy.names.is_empty() && !policy.names.contains(&c.name) {

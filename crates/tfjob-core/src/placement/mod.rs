@@ -92,6 +92,9 @@ pub struct Policy {
     pub names: Vec<String>,
     pub weights: BTreeMap<String, i64>,
     pub allow_split: bool,
+    /// Clusters that refused this job's pods for good, with why: the job
+    /// is placed without them.
+    pub excluded: BTreeMap<String, String>,
 }
 
 impl Default for Policy {
@@ -105,6 +108,7 @@ impl Default for Policy {
             names: Vec::new(),
             weights: BTreeMap::new(),
             allow_split: true,
+            excluded: BTreeMap::new(),
         }
     }
 }
@@ -143,6 +147,7 @@ impl Policy {
                 .map(|(k, v)| (k.clone(), i64::from(*v)))
                 .collect(),
             allow_split: f.allow_split,
+            excluded: BTreeMap::new(),
         }
     }
 }
