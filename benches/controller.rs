@@ -16,18 +16,23 @@
 //!   go, or one job every 1/rate seconds; watches on home (jobs) and on every
 //!   cluster (the managed pods) timestamp every event as it arrives.
 //!
-//! Workloads (`BENCH_WORKLOADS=a,b,c,d,e`; `b` is `b-pack` and `b-spread`):
+//! Workloads (`BENCH_WORKLOADS=a,b,c,d,e,h`; `b` is `b-pack` and `b-spread`, `h`
+//! is `h-plain` and `h-large`):
 //! (a) 1,000 jobs × 4 replicas on home alone, as fast as possible;
 //! (b) 1,000 jobs × 8 replicas (1 GPU each) over home + 3 members, Pack and
 //!     Spread, room for all at once, as fast as possible;
 //! (c) 50 jobs/s for 60 s, 8 replicas, Spread, home + 3 members;
 //! (d) 10,000 jobs × 8 replicas that keep running: memory, idle CPU;
 //! (e) placement: home + 100 members × 50 nodes, 1,000 jobs of 8 GPUs where
-//!     about 600 fit at a time; the rest are placed as jobs end.
+//!     about 600 fit at a time; the rest are placed as jobs end;
+//! (h) one job at the size bound validation enforces, its pods kept
+//!     running, with a plain template (`h-plain`) and the largest template
+//!     (`h-large`): the controller's peak memory against the chart's limit.
 //!
 //! Sizes: `BENCH_SCALE` (a factor on every job count and on (c)'s duration),
 //! `BENCH_A_JOBS`, `BENCH_B_JOBS`, `BENCH_C_RATE`, `BENCH_C_SECONDS`,
-//! `BENCH_D_JOBS`, `BENCH_E_JOBS`, `BENCH_E_MEMBERS`, `BENCH_E_NODES`,
+//! `BENCH_D_JOBS`, `BENCH_E_JOBS`, `BENCH_H_WORKERS`, `BENCH_H_PS`,
+//! `BENCH_H_TEMPLATE_BYTES`, `BENCH_E_MEMBERS`, `BENCH_E_NODES`,
 //! `BENCH_IDLE_SECONDS`, `BENCH_CEILING_PODS`, `BENCH_DEADLINE_SECONDS`;
 //! `BENCH_SMOKE=1` makes every workload tiny (CI); `BENCH_CONTROLLER_PREFIX`
 //! runs the controller under a profiler. The process exits
@@ -54,6 +59,15 @@ use tfjob_federator::demo::progress;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const NAMESPACE: &str = "default";
+/// The size bound of one job that validation enforces (README "How big a
+/// job may be"): replicas over all types, and bytes of one template.
+const BOUND_REPLICAS: usize = tfjob_federator::validation::MAX_JOB_REPLICAS;
+const BOUND_TEMPLATE_BYTES: usize = tfjob_federator::validation::MAX_TEMPLATE_BYTES;
+/// The chart's memory limit for the controller, and the room a job at the
+/// bound must leave in it for other jobs (README: about 2,000 live jobs of
+/// 8 replicas at (d)'s 0.1 MiB per job).
+const CHART_MEMORY_LIMIT_MIB: f64 = 1024.0;
+const ROOM_FOR_OTHERS_MIB: f64 = 256.0;
 /// Concurrent submitting clients, each with a connection of its own.
 const SUBMITTERS: usize = 4;
 /// Concurrent clients of the ceiling measurement (as `benches/sim.rs`).
@@ -88,8 +102,11 @@ enum Expect {
 
 /// What each job of a workload looks like.
 struct Shape {
-    /// 1 chief + this many workers.
+    /// 1 chief + this many workers (+ `ps`).
     workers: usize,
+    ps: usize,
+    /// Bytes of an annotation on every template (a large template).
+    padding_bytes: usize,
     /// One `nvidia.com/gpu` per replica (and 100m cpu); else 100m cpu only.
     gpu: bool,
     /// `spec.scheduler.federation.strategy`.
@@ -100,7 +117,7 @@ struct Shape {
 
 impl Shape {
     fn replicas(&self) -> usize {
-        1 + self.workers
+        1 + self.workers + self.ps
     }
 }
 
@@ -197,15 +214,18 @@ impl Settings {
 
     fn workloads(&self) -> anyhow::Result<Vec<Workload>> {
         let selected: Vec<String> = std::env::var("BENCH_WORKLOADS")
-            .unwrap_or_else(|_| "a,b,c,d,e".into())
+            .unwrap_or_else(|_| "a,b,c,d,e,h".into())
             .split(',')
             .map(|s| s.trim().to_ascii_lowercase())
             .filter(|s| !s.is_empty())
             .collect();
         for key in &selected {
             anyhow::ensure!(
-                ["a", "b", "b-pack", "b-spread", "c", "d", "e"].contains(&key.as_str()),
-                "BENCH_WORKLOADS: unknown workload {key:?} (a, b, b-pack, b-spread, c, d, e)"
+                [
+                    "a", "b", "b-pack", "b-spread", "c", "d", "e", "h", "h-plain", "h-large"
+                ]
+                .contains(&key.as_str()),
+                "BENCH_WORKLOADS: unknown workload {key:?} (a, b, b-pack, b-spread, c, d, e, h, h-plain, h-large)"
             );
         }
         let wanted = |key: &str| {
@@ -232,6 +252,8 @@ impl Settings {
                 workers: 3,
                 gpu: false,
                 strategy: None,
+                ps: 0,
+                padding_bytes: 0,
                 run_seconds: 1.0,
             },
             expect: Expect::Succeeded,
@@ -262,6 +284,8 @@ impl Settings {
                     workers: 7,
                     gpu: true,
                     strategy: Some(strategy),
+                    ps: 0,
+                    padding_bytes: 0,
                     run_seconds: 1.0,
                 },
                 expect: Expect::Succeeded,
@@ -297,6 +321,8 @@ impl Settings {
                 workers: 7,
                 gpu: true,
                 strategy: Some("Spread"),
+                ps: 0,
+                padding_bytes: 0,
                 run_seconds: 1.0,
             },
             expect: Expect::Succeeded,
@@ -324,6 +350,8 @@ impl Settings {
                 workers: 7,
                 gpu: false,
                 strategy: Some("Spread"),
+                ps: 0,
+                padding_bytes: 0,
                 run_seconds: 86_400.0,
             },
             expect: Expect::Running,
@@ -352,6 +380,8 @@ impl Settings {
                 workers: 7,
                 gpu: true,
                 strategy: Some("Pack"),
+                ps: 0,
+                padding_bytes: 0,
                 run_seconds: 2.0,
             },
             expect: Expect::Succeeded,
@@ -359,6 +389,40 @@ impl Settings {
             placement: true,
             targets: Targets::default(),
         });
+
+        // One job at the size bound validation enforces (README "How big a
+        // job may be"), with a plain template and with the largest one.
+        // 1 chief, the rest half workers and half ps.
+        let workers = self.count("BENCH_H_WORKERS", (BOUND_REPLICAS - 1).div_ceil(2), 4)?;
+        let ps = self.count("BENCH_H_PS", (BOUND_REPLICAS - 1) / 2, 4)?;
+        let large = env_parse("BENCH_H_TEMPLATE_BYTES")?.unwrap_or(if self.smoke {
+            1_000
+        } else {
+            BOUND_TEMPLATE_BYTES
+        });
+        for (key, padding_bytes) in [("h-plain", 0), ("h-large", large)] {
+            all.push(Workload {
+                key,
+                what: "one job at the size bound: peak memory",
+                members: 0,
+                nodes: (1 + workers + ps).div_ceil(100).max(2),
+                gpus_per_node: 4,
+                jobs: 1,
+                load: Load::AsFastAsPossible,
+                shape: Shape {
+                    workers,
+                    gpu: false,
+                    strategy: None,
+                    ps,
+                    padding_bytes,
+                    run_seconds: 86_400.0,
+                },
+                expect: Expect::Running,
+                idle: false,
+                placement: false,
+                targets: Targets::default(),
+            });
+        }
 
         Ok(all.into_iter().filter(|w| wanted(w.key)).collect())
     }
@@ -404,12 +468,21 @@ impl Workload {
             format!("pods run {} s", self.shape.run_seconds)
         };
         format!(
-            "({}) {}: {} jobs × {} replicas (1 chief + {} workers, {requests}; {run}){strategy}; {clusters}, {} nodes × {} GPUs per cluster; {load}; ground {:?}",
+            "({}) {}: {} jobs × {} replicas (1 chief + {} workers + {} ps, {requests}{}; {run}){strategy}; {clusters}, {} nodes × {} GPUs per cluster; {load}; ground {:?}",
             self.key,
             self.what,
             self.jobs,
             self.shape.replicas(),
             self.shape.workers,
+            self.shape.ps,
+            if self.shape.padding_bytes > 0 {
+                format!(
+                    ", a {} B annotation on each template",
+                    self.shape.padding_bytes
+                )
+            } else {
+                String::new()
+            },
             self.nodes,
             self.gpus_per_node,
             ground,
@@ -440,9 +513,18 @@ impl Workload {
                 },
             })
         };
-        let mut spec = json!({
-            "replicaSpecs": [replica("chief", 1), replica("worker", self.shape.workers)],
-        });
+        let mut specs = vec![replica("chief", 1), replica("worker", self.shape.workers)];
+        if self.shape.ps > 0 {
+            specs.push(replica("ps", self.shape.ps));
+        }
+        if self.shape.padding_bytes > 0 {
+            let padding = "x".repeat(self.shape.padding_bytes);
+            for spec in &mut specs {
+                spec["template"]["metadata"]["annotations"]["bench.example.com/padding"] =
+                    json!(padding);
+            }
+        }
+        let mut spec = json!({"replicaSpecs": specs});
         if let Some(strategy) = self.shape.strategy {
             spec["scheduler"] = json!({"federation": {"strategy": strategy}});
         }
@@ -1651,6 +1733,16 @@ async fn measure(
             "  idle controller CPU over {:.0} s once nothing changes: {percent:.2} % of one core ({idle_writes:.0} API writes meanwhile){}",
             settings.idle.as_secs_f64(),
             against(percent, Bound::AtMost(2.0), " %")
+        );
+    } else if w.key.starts_with('h') {
+        println!(
+            "  controller peak RSS (VmHWM) with this one job: {peak:.0} MiB, now {now:.0} MiB; the chart's limit 1024 MiB leaves {:.0} MiB for other jobs{}",
+            1024.0 - peak,
+            against(
+                peak,
+                Bound::AtMost(CHART_MEMORY_LIMIT_MIB - ROOM_FOR_OTHERS_MIB),
+                " MiB"
+            )
         );
     } else {
         println!("  controller peak RSS (VmHWM): {peak:.0} MiB");

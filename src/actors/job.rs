@@ -22,13 +22,13 @@ use super::Shared;
 use super::call::{self, Backoff, Kind, Outcome};
 use super::members::{MemberSupervisor, Place, Placed, PlacementDecided, Release, Resolve, Target};
 use super::replica::{
-    Abandon, Desired, Finish, ReplicaActor, ReplicaReport, ReplicaSetup, Restart, Teardown,
+    Abandon, Desired, Finish, Recipe, ReplicaActor, ReplicaReport, ReplicaSetup, Restart, Teardown,
     TornDown, Trust,
 };
 use crate::api::{
     ListedJob, ReplicaKey, ReplicaSpec, TensorFlowTrainingJob, TensorFlowTrainingJobStatus,
 };
-use crate::builders::{self, PodParams, Topology};
+use crate::builders::{self, Topology};
 use crate::lifecycle::machine::{
     Assignment, Effect, Event, Intent, JobState, Milestone, PodMode, Refusal, Replicas, Spec,
     Stage, reason,
@@ -279,13 +279,15 @@ impl JobActor {
                     return;
                 };
                 let desired = match &replica.built_from {
-                    Some(from) => match self.desired(
-                        &self.running_job(),
-                        &self.topology(&from.assignment),
-                        key,
-                        &replica.cluster,
-                        from,
-                    ) {
+                    Some(from) => match self
+                        .recipe(
+                            &self.running_job(),
+                            &Arc::new(self.topology(&from.assignment)),
+                            &replica.cluster,
+                            from,
+                        )
+                        .and_then(|recipe| self.desired(&recipe, key, &replica.cluster))
+                    {
                         Ok(desired) => Some(desired),
                         Err(event) => {
                             ctx.notify(Fed(event));
@@ -662,55 +664,63 @@ impl JobActor {
         topology
     }
 
-    /// The pod and service of replica `key` of `job` on `cluster`, signed
-    /// and serialized (`topology`: of `from.assignment`), if the cluster
-    /// admits the pod.
-    fn desired(
+    /// What the replicas of `job` on `cluster` are built from, for the
+    /// placement and mode of `from` (`topology`: of `from.assignment`).
+    fn recipe(
         &self,
-        job: &TensorFlowTrainingJob,
-        topology: &Topology,
-        key: ReplicaKey,
+        job: &Arc<TensorFlowTrainingJob>,
+        topology: &Arc<Topology>,
         cluster: &str,
         from: &BuiltFrom,
-    ) -> Result<Desired, Event> {
-        let invalid = |e: String| Event::BuildFailed(format!("replica {key}: {e}"));
+    ) -> Result<Arc<Recipe>, Event> {
         let target = self
             .targets
             .get(cluster)
-            .ok_or_else(|| invalid(format!("no connection to cluster {cluster}")))?;
-        // Owner references cannot cross clusters: members' objects are
-        // removed by the finalizer instead.
-        let owner = if target.home {
-            builders::owner_reference(job).ok()
-        } else {
-            None
-        };
-        let params = PodParams {
-            topology,
+            .ok_or_else(|| Event::BuildFailed(format!("no connection to cluster {cluster}")))?;
+        Ok(Arc::new(Recipe {
+            job: job.clone(),
+            topology: topology.clone(),
             epoch: from.epoch,
             mode: from.mode,
-            owner: owner.clone(),
-        };
-        let mut pod = builders::build_pod(job, key, &params).map_err(|e| invalid(e.to_string()))?;
-        if let Some(why) = target
-            .admission
-            .as_ref()
-            .and_then(|admission| admission.refuses(&pod, &self.namespace()))
-        {
-            return Err(Event::Refused(Refusal {
+            // Owner references cannot cross clusters: members' objects are
+            // removed by the finalizer instead.
+            owner: target
+                .home
+                .then(|| builders::owner_reference(job).ok())
+                .flatten(),
+        }))
+    }
+
+    /// Replica `key`'s pod and service from `recipe`, once its pod was
+    /// seen to build and the cluster to admit it: every pod built for a
+    /// member meets the member's policy as it is now, whatever placement
+    /// decided earlier. (Replicas of one type differ only in their index,
+    /// so `start_replicas` checks one per type and cluster.)
+    fn desired(
+        &self,
+        recipe: &Arc<Recipe>,
+        key: ReplicaKey,
+        cluster: &str,
+    ) -> Result<Desired, Event> {
+        let desired = Desired::new(recipe.clone(), key);
+        let pod = desired
+            .pod(&self.trust(key))
+            .map_err(|e| Event::BuildFailed(format!("replica {key}: {e}")))?;
+        let refused = self
+            .targets
+            .get(cluster)
+            .and_then(|target| target.admission.as_ref())
+            .and_then(|admission| admission.refuses(&pod, &self.namespace()));
+        match refused {
+            Some(why) => Err(Event::Refused(Refusal {
                 key,
-                epoch: from.epoch,
+                epoch: recipe.epoch,
                 cluster: cluster.to_string(),
                 everywhere: false,
                 message: format!("cluster {cluster} does not admit the pod: {why}"),
-            }));
+            })),
+            None => Ok(desired),
         }
-        let mut service = builders::build_service(job, key, from.epoch, owner)
-            .map_err(|e| invalid(e.to_string()))?;
-        let trust = self.trust(key);
-        trust.sign(&mut pod.metadata, from.epoch, "Pod");
-        trust.sign(&mut service.metadata, from.epoch, "Service");
-        Desired::new(&pod, &service).map_err(|e| invalid(e.to_string()))
     }
 
     fn trust(&self, key: ReplicaKey) -> Trust {
@@ -729,8 +739,12 @@ impl JobActor {
         assignment: &Assignment,
         intent: Intent,
     ) {
-        let (job, topology) = (self.running_job(), self.topology(assignment));
+        let (job, topology) = (self.running_job(), Arc::new(self.topology(assignment)));
         let shared_assignment = Arc::new(assignment.clone());
+        // One recipe per cluster; one pod built and checked per replica type
+        // and cluster, the rest built only when each is created.
+        let mut recipes: BTreeMap<String, Arc<Recipe>> = BTreeMap::new();
+        let mut checked: BTreeSet<(crate::api::ReplicaType, String)> = BTreeSet::new();
         for (key, cluster) in assignment {
             if self.replicas.contains_key(key) {
                 continue;
@@ -748,13 +762,27 @@ impl JobActor {
                 Intent::Finish(_) | Intent::Retire => None,
             };
             let desired = match &built_from {
-                Some(from) => match self.desired(&job, &topology, *key, cluster, from) {
-                    Ok(desired) => Some(desired),
-                    Err(event) => {
-                        ctx.notify(Fed(event));
-                        return;
+                Some(from) => {
+                    let recipe = match recipes.get(cluster) {
+                        Some(recipe) => Ok(recipe.clone()),
+                        None => self.recipe(&job, &topology, cluster, from),
+                    };
+                    let recipe = match recipe {
+                        Ok(recipe) => recipe,
+                        Err(event) => {
+                            ctx.notify(Fed(event));
+                            return;
+                        }
+                    };
+                    recipes.insert(cluster.clone(), recipe.clone());
+                    if checked.insert((key.replica_type, cluster.clone())) {
+                        if let Err(event) = self.desired(&recipe, *key, cluster) {
+                            ctx.notify(Fed(event));
+                            return;
+                        }
                     }
-                },
+                    Some(Desired::new(recipe, *key))
+                }
                 None => None,
             };
             let actor = ReplicaActor::new(ReplicaSetup {

@@ -22,12 +22,14 @@ use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::{Client, Resource, ResourceExt};
 
 use super::call::{self, Backoff, Kind, Outcome};
-use crate::api::{CleanUpPolicy, ReplicaKey, ReplicaPhase};
-use crate::builders::{MANAGED_BY_LABEL, MANAGER, PLACEMENT_EPOCH_LABEL};
+use crate::api::{CleanUpPolicy, ReplicaKey, ReplicaPhase, TensorFlowTrainingJob};
+use crate::builders::{
+    MANAGED_BY_LABEL, MANAGER, PLACEMENT_EPOCH_LABEL, PodParams, Topology, build_pod, build_service,
+};
 use crate::clusters::{ClusterHandle, PodChanged, PodKey};
 use crate::lifecycle::{
     self,
-    machine::{Blocked, Intent, Refusal, reason},
+    machine::{Blocked, Intent, PodMode, Refusal, reason},
     refusal::{RefusalKind, classify},
 };
 use crate::observed::ObservedPod;
@@ -35,7 +37,7 @@ use crate::signing::{self, SIGNATURE_ANNOTATION, Signer};
 use crate::status::ReplicaView;
 use crate::telemetry::ActorKind;
 use crate::telemetry::metrics::ReplicaCensus;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 /// A replica's current state, for its job, from the replica of `epoch`.
 #[derive(Message, Clone, Debug)]
@@ -102,29 +104,84 @@ pub struct ReplicaSetup {
     pub trust: Trust,
 }
 
-/// A replica's pod and service as the bodies of their creates, kept by the
-/// replica until each exists (a restart brings the pod's anew): a running
-/// replica holds neither.
+/// What one start of a job builds its replicas' pods and services from,
+/// shared by all of them.
+pub struct Recipe {
+    /// The job with the replicaSpecs it runs.
+    pub job: Arc<TensorFlowTrainingJob>,
+    pub topology: Arc<Topology>,
+    pub epoch: u64,
+    pub mode: PodMode,
+    /// The owner reference to the job, on home only.
+    pub owner: Option<OwnerReference>,
+}
+
+/// A replica's pod and service as a recipe, kept by the replica until each
+/// exists (a restart brings the pod's anew). The bodies are built only when
+/// their create is sent, in one of the cluster's create slots
+/// (`ClusterHandle::create_slot`), and dropped once it is answered: a job
+/// of thousands of replicas holds a few bodies at a time, not thousands.
+#[derive(Clone)]
 pub struct Desired {
-    pod: Vec<u8>,
-    service: Vec<u8>,
+    recipe: Arc<Recipe>,
+    key: ReplicaKey,
 }
 
 impl Desired {
-    pub fn new(pod: &Pod, service: &Service) -> Result<Desired, serde_json::Error> {
-        Ok(Desired {
-            pod: serde_json::to_vec(pod)?,
-            service: serde_json::to_vec(service)?,
-        })
+    pub fn new(recipe: Arc<Recipe>, key: ReplicaKey) -> Desired {
+        Desired { recipe, key }
     }
+
+    /// The pod, signed (not serialized).
+    pub fn pod(&self, trust: &Trust) -> Result<Pod, BuildError> {
+        let recipe = &self.recipe;
+        let params = PodParams {
+            topology: &recipe.topology,
+            epoch: recipe.epoch,
+            mode: recipe.mode,
+            owner: recipe.owner.clone(),
+        };
+        let mut pod = build_pod(&recipe.job, self.key, &params)?;
+        trust.sign(&mut pod.metadata, recipe.epoch, "Pod");
+        Ok(pod)
+    }
+
+    fn pod_body(&self, trust: &Trust) -> Result<Vec<u8>, BuildError> {
+        Ok(serde_json::to_vec(&self.pod(trust)?)?)
+    }
+
+    fn service_body(&self, trust: &Trust) -> Result<Vec<u8>, BuildError> {
+        let recipe = &self.recipe;
+        let mut service = build_service(&recipe.job, self.key, recipe.epoch, recipe.owner.clone())?;
+        trust.sign(&mut service.metadata, recipe.epoch, "Service");
+        Ok(serde_json::to_vec(&service)?)
+    }
+}
+
+/// A replica's pod or service cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("{0}")]
+    Spec(#[from] crate::builders::BuildError),
+    #[error("serializing it: {0}")]
+    Serialize(#[from] serde_json::Error),
+}
+
+/// Why a create did not end in an object.
+#[derive(Debug, thiserror::Error)]
+enum CreateError {
+    #[error("{0}")]
+    Build(#[from] BuildError),
+    #[error(transparent)]
+    Api(#[from] kube::Error),
 }
 
 pub struct ReplicaActor {
     setup: ReplicaSetup,
     pod_key: PodKey,
-    /// The bodies of the creates still to make (see [`Desired`]).
-    pod_body: Option<Vec<u8>>,
-    service_body: Option<Vec<u8>>,
+    /// The pod and service still to create (see [`Desired`]).
+    pod_body: Option<Desired>,
+    service_body: Option<Desired>,
     current: Option<Arc<ObservedPod>>,
     /// The uid of a pod of another epoch holding the name, being deleted.
     obstacle: Option<String>,
@@ -169,7 +226,7 @@ impl ReplicaActor {
             Intent::Retire => (false, None, true),
         };
         let (pod_body, service_body) = match setup.desired.take() {
-            Some(Desired { pod, service }) => (Some(pod), Some(service)),
+            Some(desired) => (Some(desired.clone()), Some(desired)),
             None => (None, None),
         };
         ReplicaActor {
@@ -327,6 +384,20 @@ impl ReplicaActor {
         self.blocked(ctx, pod, blocked);
     }
 
+    /// The pod (or service) cannot be built: as a refusal no cluster would
+    /// change, the job hears it (and fails).
+    fn unbuildable(&mut self, pod: bool, error: &BuildError) {
+        let kind = if pod { "pod" } else { "service" };
+        self.refusal = Some(Refusal {
+            key: self.setup.key,
+            epoch: self.setup.epoch,
+            cluster: self.cluster().name.clone(),
+            everywhere: true,
+            message: format!("its {kind} cannot be built: {error}"),
+        });
+        self.report();
+    }
+
     fn blocked(&mut self, ctx: &mut Context<Self>, pod: bool, blocked: Blocked) {
         let current = if pod {
             &self.pod_blocked
@@ -378,9 +449,13 @@ impl ReplicaActor {
         let (backoff, what) = (self.setup.backoff, self.what("creating service"));
         let name = self.pod_key.1.clone();
         let trust = self.setup.trust.clone();
+        let slots = self.cluster().create_slots();
+        let signing = trust.clone();
         ctx.spawn(
             async move {
-                let create = || create::<Service>(&client, &namespace, service.clone());
+                let _slot = slots.acquire().await;
+                let body = service.service_body(&signing)?;
+                let create = || create::<Service>(&client, &namespace, body.clone());
                 match call::call(Kind::Create, backoff, &what, create).await? {
                     Outcome::Done(created) => Ok(Some(created)),
                     // An existing service (after a restart) is kept as it is, if ours.
@@ -393,7 +468,7 @@ impl ReplicaActor {
             }
             .into_actor(self)
             .map(
-                move |result: kube::Result<Option<Service>>, act, ctx| match result {
+                move |result: Result<Option<Service>, CreateError>, act, ctx| match result {
                     Ok(Some(service)) if trust.owns(&service, "Service") => {
                         act.service_body = None;
                         act.unblocked(false);
@@ -402,7 +477,8 @@ impl ReplicaActor {
                     Ok(Some(_)) => act.blocked_by(ctx, false),
                     // Deleted between our create and our read: create it again.
                     Ok(None) => act.ensure_service(ctx),
-                    Err(e) => act.refused(ctx, false, &e),
+                    Err(CreateError::Api(e)) => act.refused(ctx, false, &e),
+                    Err(CreateError::Build(e)) => act.unbuildable(false, &e),
                 },
             ),
         );
@@ -440,7 +516,7 @@ impl ReplicaActor {
 
     /// Creates the pod unless one exists, is being created, or is not wanted.
     fn ensure_pod(&mut self, ctx: &mut Context<Self>) {
-        let Some(pod) = &self.pod_body else {
+        let Some(desired) = &self.pod_body else {
             return;
         };
         if !self.wants_pod
@@ -452,16 +528,20 @@ impl ReplicaActor {
         {
             return;
         }
-        let pod = pod.clone();
+        let desired = desired.clone();
         self.creating = true;
         let api = self.pods();
         let (client, namespace) = (self.cluster().client.clone(), self.pod_key.0.clone());
         let (backoff, what) = (self.setup.backoff, self.what("creating pod"));
         let name = self.pod_key.1.clone();
         let trust = self.setup.trust.clone();
+        let slots = self.cluster().create_slots();
+        let signing = trust.clone();
         ctx.spawn(
             async move {
-                let create = || create::<ObservedPod>(&client, &namespace, pod.clone());
+                let _slot = slots.acquire().await;
+                let body = desired.pod_body(&signing)?;
+                let create = || create::<ObservedPod>(&client, &namespace, body.clone());
                 match call::call(Kind::Create, backoff, &what, create).await? {
                     Outcome::Done(created) => Ok(Some((created, true))),
                     _ => match call::call(Kind::Write, backoff, &what, || api.get(&name)).await? {
@@ -472,7 +552,7 @@ impl ReplicaActor {
             }
             .into_actor(self)
             .map(
-                move |result: kube::Result<Option<(ObservedPod, bool)>>, act, ctx| {
+                move |result: Result<Option<(ObservedPod, bool)>, CreateError>, act, ctx| {
                     act.creating = false;
                     match result {
                         Ok(Some((pod, created))) if created || trust.owns(&pod, "Pod") => {
@@ -490,7 +570,8 @@ impl ReplicaActor {
                         Ok(Some(_)) => act.blocked_by(ctx, true),
                         // Deleted between our create and our read: create it again.
                         Ok(None) => act.ensure_pod(ctx),
-                        Err(e) => act.refused(ctx, true, &e),
+                        Err(CreateError::Api(e)) => act.refused(ctx, true, &e),
+                        Err(CreateError::Build(e)) => act.unbuildable(true, &e),
                     }
                     act.finish_teardown_if_gone(ctx);
                 },
@@ -777,7 +858,7 @@ impl Handler<Restart> for ReplicaActor {
             return;
         }
         self.replacing = Some(msg.uid.clone());
-        self.pod_body = msg.desired.map(|d| d.pod);
+        self.pod_body = msg.desired;
         match &self.current {
             Some(pod) if pod.metadata.uid.as_deref() == Some(&msg.uid) => {
                 self.delete_pod(ctx, Some(msg.uid))

@@ -42,10 +42,22 @@ pub struct ClusterHandle {
     /// Namespaces this connection created or found existing: a job's
     /// namespace is created on a member once, not once per job.
     namespaces: Arc<DashSet<String>>,
+    /// Creates in flight to this cluster, at most `CREATE_SLOTS`: a job of
+    /// thousands of replicas builds and sends a few bodies at a time.
+    create_slots: Arc<tokio::sync::Semaphore>,
     synced: watch::Receiver<bool>,
 }
 
+/// Creates in flight to one cluster at once (each holds its body and the
+/// answer): enough to keep an API server busy, few enough to bound memory.
+pub const CREATE_SLOTS: usize = 64;
+
 impl ClusterHandle {
+    /// The create slots of this cluster (see `CREATE_SLOTS`).
+    pub fn create_slots(&self) -> Arc<tokio::sync::Semaphore> {
+        self.create_slots.clone()
+    }
+
     /// Routes the pod's changes to `recipient`; returns the pod as cached now.
     pub fn register(
         &self,
@@ -125,6 +137,10 @@ impl ClusterActor {
             pods: previous.map(|p| p.pods.clone()).unwrap_or_default(),
             routes: previous.map(|p| p.routes.clone()).unwrap_or_default(),
             namespaces: Arc::default(),
+            create_slots: previous.map_or_else(
+                || Arc::new(tokio::sync::Semaphore::new(CREATE_SLOTS)),
+                |p| p.create_slots.clone(),
+            ),
             synced: rx,
         };
         (

@@ -21,6 +21,13 @@ use crate::api::{
 /// The condition and Event reason for a job that fails validation.
 pub use crate::api::reason::INVALID_SPEC as INVALID_SPEC_REASON;
 
+/// The most replicas one job may have, over all its types (README "How big
+/// a job may be"): a job at this bound keeps the controller well under the
+/// chart's memory limit (`cargo bench --bench controller`, workload h).
+pub const MAX_JOB_REPLICAS: usize = 2_001;
+/// The most bytes one replica type's template may take, as JSON.
+pub const MAX_TEMPLATE_BYTES: usize = 64 * 1024;
+
 /// The longest DNS-1035 label (a Service name).
 const MAX_LABEL_LENGTH: usize = 63;
 
