@@ -216,6 +216,83 @@ async fn a_deeply_nested_job_never_stops_the_controller(ground: Ground) {
     assert!(problems.is_empty(), "the controller logged: {problems:?}");
 }
 
+/// Makes the stored job `name` too deep for the controller (and kube-rs)
+/// to read: 200 levels of JSON in its template.
+async fn deepen(env: &Env, name: &str) {
+    let mut path = String::from("/spec/replicaSpecs/0/template/deep");
+    let mut ops = vec![json!({"op": "add", "path": path, "value": {}})];
+    for _ in 0..200 {
+        path.push_str("/a");
+        ops.push(json!({"op": "add", "path": path, "value": {}}));
+    }
+    let patch: json_patch::Patch = serde_json::from_value(json!(ops)).expect("a JSON patch");
+    let deepened = env
+        .raw_jobs()
+        .patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await;
+    assert!(
+        matches!(&deepened, Err(kube::Error::SerdeError(e)) if e.to_string().contains("recursion limit")),
+        "{deepened:?}"
+    );
+}
+
+/// A job admitted (it carries the controller's finalizer) and not placed
+/// (paused), then made too deep to read, fails alone and can still be
+/// deleted: its finalizer goes, so neither the job nor its namespace is
+/// stuck. Once with the controller running, once with it restarted after
+/// the edit (no job actor knows the job then).
+async fn a_job_made_unreadable_can_still_be_deleted(ground: Ground) {
+    let mut env = Setup::on(ground)
+        .own_namespace("deep-deletion")
+        .start()
+        .await;
+    // Paused: admitted, never placed (its replicaSpecs may still change).
+    let waiting = |name: &str| {
+        let mut job = job_json(name, json!({}));
+        job["spec"]["runMode"] = json!({"pause": {"enabled": true}});
+        job
+    };
+    for (name, restart) in [("deep-live", false), ("deep-restarted", true)] {
+        assert_eq!(submit_raw(&env, waiting(name)).await, None, "{name} stored");
+        eventually(&format!("{name} admitted"), WAIT, async || {
+            let job = env.raw_jobs().get(name).await.ok()?;
+            job.metadata
+                .finalizers
+                .filter(|f| !f.is_empty())
+                .map(|_| ())
+        })
+        .await;
+        if restart {
+            env.kill_controller();
+        }
+        deepen(&env, name).await;
+        if restart {
+            env.start_controller().await;
+        }
+        let (reason, message) = deep_job_failed_condition(&env, name).await;
+        assert_eq!(reason, "InvalidSpec", "{name}: {message}");
+        let deleted = env.raw_jobs().delete(name, &DeleteParams::default()).await;
+        assert!(
+            matches!(deleted, Ok(_) | Err(kube::Error::SerdeError(_))),
+            "{name}: delete accepted: {deleted:?}"
+        );
+        let url = format!(
+            "/apis/batch.tensorstack.dev/v1beta1/namespaces/{}/tensorflowtrainingjobs/{name}",
+            env.namespace
+        );
+        eventually(&format!("{name} gone"), WAIT, async || {
+            let request = http::Request::get(&url).body(Vec::new()).ok()?;
+            match env.client.request_text(request).await {
+                Err(kube::Error::Api(e)) if e.code == 404 => Some(()),
+                _ => None,
+            }
+        })
+        .await;
+    }
+    let problems = env.controller_problems();
+    assert!(problems.is_empty(), "the controller logged: {problems:?}");
+}
+
 /// A pod annotation `run-seconds: inf` once panicked the simulated kubelet:
 /// it is a pod that runs for a very long time, and other pods go on.
 async fn absurd_script_times_are_a_long_run(ground: Ground) {
@@ -525,4 +602,5 @@ on_both_grounds!(
     type_errors_name_the_field,
     absurd_script_times_are_a_long_run,
     a_deeply_nested_job_never_stops_the_controller,
+    a_job_made_unreadable_can_still_be_deleted,
 );
