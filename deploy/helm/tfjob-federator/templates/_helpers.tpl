@@ -33,8 +33,10 @@ tfjob-federator
   # app.kubernetes.io/managed-by=tfjob-federator). A MemberCluster naming a
   # Secret in another namespace is refused (not Ready), so no Secret outside
   # this namespace is ever read. Create: the key the controller signs its
-  # pods and services with (Secret tfjob-federator-signing-key), made by the
-  # first controller that needs it.
+  # pods, services and job statuses with (Secret
+  # tfjob-federator-signing-key), and the mark of when it began to seal
+  # statuses (Secret tfjob-federator-sealing-since, no data), each made by
+  # the first controller that needs it.
   - apiGroups: [""]
     resources: [secrets]
     verbs: [get, list, watch, create]
