@@ -312,6 +312,75 @@ async fn a_refused_create_releases_its_hold(ground: Ground) {
     );
 }
 
+/// A member that allowed a job's privileged pod, then stops allowing it
+/// while the job runs: the pod its replica's restart would need is built,
+/// checked against the member's policy as it is now, and not created
+/// there; the job leaves the member and, the other member not allowing
+/// it either, waits, saying why.
+async fn a_pod_is_checked_against_the_members_policy_when_built(ground: Ground) {
+    let f = start(ground).await;
+    let recorders = record_pods(&f).await;
+    let allow = |allowed: bool| json!({"spec": {"podPolicy": {"allowPrivileged": allowed}}});
+    f.members()
+        .patch(
+            "member-1",
+            &PatchParams::default(),
+            &Patch::Merge(allow(true)),
+        )
+        .await
+        .expect("member-1 allows privileged pods");
+    let mut privileged = gpu_job(
+        "privileged",
+        &[("worker", 1, 1)],
+        json!({"scheduler": {"federation": {"clusterNames": ["member-1", "member-2"]}}}),
+        "3",
+    );
+    let worker = &mut privileged["spec"]["replicaSpecs"][0];
+    worker["restartPolicy"] = json!("OnFailure");
+    worker["template"]["metadata"]["annotations"]["sim.federation.tfjob.io/exit-codes"] =
+        json!("1,0");
+    worker["template"]["spec"]["containers"][0]["securityContext"] = json!({"privileged": true});
+    // Placement waits for the controller to see the new policy.
+    eventually("the controller sees member-1's policy", WAIT, async || {
+        let member = f.members().get("member-1").await.ok()?;
+        member.spec.pod_policy.allow_privileged.then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    f.submit(privileged).await;
+    f.wait_phase("privileged", "Running", WAIT).await;
+    f.members()
+        .patch(
+            "member-1",
+            &PatchParams::default(),
+            &Patch::Merge(allow(false)),
+        )
+        .await
+        .expect("member-1 no longer allows privileged pods");
+    let waiting = f
+        .wait_job("privileged", "left member-1", WAIT, |j| {
+            condition(j, "Running")["reason"] == "CreateRefused"
+                || condition(j, "Initialized")["reason"] == "WaitingForCapacity"
+        })
+        .await;
+    let said = wait_event(&f, "privileged", "CreateRefused").await;
+    assert!(
+        said.iter()
+            .any(|m| m.contains("member-1") && m.contains("allowPrivileged")),
+        "{said:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let made = made(&recorders);
+    assert_eq!(
+        made.iter()
+            .map(|(m, p)| format!("{m}/{}", p.name_any()))
+            .collect::<Vec<_>>(),
+        ["member-1/privileged-worker-0"],
+        "only the pod made while member-1 allowed it: {}",
+        waiting["status"]
+    );
+}
+
 /// A controller killed while a finished job's clean-up is under way: the
 /// next controller never makes that job's pods again. Status writes on home
 /// fail meanwhile, so the end is not yet written when the kill comes.
@@ -372,4 +441,5 @@ on_both_grounds!(
     a_forged_status_is_corrected_and_never_runs_a_second_copy,
     a_refused_create_releases_its_hold,
     a_finished_jobs_pods_are_never_made_again,
+    a_pod_is_checked_against_the_members_policy_when_built,
 );

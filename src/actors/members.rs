@@ -124,13 +124,18 @@ pub struct Target {
     pub admission: Option<Admission>,
 }
 
-/// A member's rules for the pods it runs: its `podPolicy` and the Pod
-/// Security level its namespaces enforce, as watched now.
+/// A member's rules for the pods it runs, as they are when asked: its
+/// `podPolicy` (from its MemberCluster now; a deleted one allows nothing
+/// beyond the defaults) and the Pod Security level its namespaces enforce.
 #[derive(Clone)]
 pub struct Admission {
-    pub pod_policy: crate::api::PodPolicy,
-    pub pod_security: crate::clusters::PodSecurityWatch,
+    cluster: String,
+    pod_policies: PodPolicies,
+    pod_security: crate::clusters::PodSecurityWatch,
 }
+
+/// Each member's `podPolicy` as its MemberCluster says now.
+type PodPolicies = Arc<dashmap::DashMap<String, crate::api::PodPolicy>>;
 
 impl Admission {
     /// Why the member would not run `pod` in `namespace`; None if it would.
@@ -140,13 +145,18 @@ impl Admission {
         namespace: &str,
     ) -> Option<String> {
         let spec = pod.spec.as_ref()?;
+        let policy = self
+            .pod_policies
+            .get(&self.cluster)
+            .map(|p| p.clone())
+            .unwrap_or_default();
         let level = self
             .pod_security
             .levels()
             .get(namespace)
             .copied()
-            .unwrap_or(self.pod_policy.default_pod_security);
-        crate::isolation::pod_refused(spec, &self.pod_policy, namespace, level)
+            .unwrap_or(policy.default_pod_security);
+        crate::isolation::pod_refused(spec, &policy, namespace, level)
     }
 }
 
@@ -194,6 +204,8 @@ pub struct MemberSupervisor {
     shared: Arc<Shared>,
     members: HashMap<String, Member>,
     specs: HashMap<String, Arc<MemberCluster>>,
+    /// `specs`' pod policies, shared with the jobs' `Admission`s.
+    pod_policies: PodPolicies,
     /// The first list of MemberClusters is in: placements may be decided.
     listed: bool,
     home_capacity: Option<CapacityWatch>,
@@ -221,6 +233,7 @@ impl MemberSupervisor {
             shared,
             members: HashMap::new(),
             specs: HashMap::new(),
+            pod_policies: PodPolicies::default(),
             listed: false,
             home_capacity: None,
             queue: Queue::default(),
@@ -394,7 +407,8 @@ impl MemberSupervisor {
             export_services: spec.spec.export_services,
             home: false,
             admission: Some(Admission {
-                pod_policy: spec.spec.pod_policy.clone(),
+                cluster: name.to_string(),
+                pod_policies: self.pod_policies.clone(),
                 pod_security: member.pod_security.clone(),
             }),
         })
@@ -609,6 +623,8 @@ impl Handler<MemberObserved> for MemberSupervisor {
                 if self.deregistered.remove(&name) {
                     self.publish_lost();
                 }
+                self.pod_policies
+                    .insert(name.clone(), member.spec.pod_policy.clone());
                 self.specs.insert(name.clone(), member.clone());
                 if reconnect {
                     self.connect(ctx, member);
@@ -622,6 +638,7 @@ impl Handler<MemberObserved> for MemberSupervisor {
             watcher::Event::Delete(member) => {
                 let name = member.name_any();
                 self.specs.remove(&name);
+                self.pod_policies.remove(&name);
                 self.members.remove(&name);
                 self.unusable.remove(&name);
                 self.shared.metrics.cluster_removed(&name);

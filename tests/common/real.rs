@@ -504,7 +504,10 @@ pub async fn clean_slate(clusters: &RealClusters, names: &[&str]) {
         let client = clusters.client(cluster).await;
         let heal = hyper::Request::put("/_sim/faults")
             .header("content-type", "application/json")
-            .body(br#"{"partitioned":false,"latencyMs":0,"errorRate":0}"#.to_vec())
+            .body(
+                br#"{"partitioned":false,"latencyMs":0,"errorRate":0,"failRequests":{"verb":"","resource":"","count":0}}"#
+                    .to_vec(),
+            )
             .expect("request");
         client
             .request_text(heal)
