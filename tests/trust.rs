@@ -245,6 +245,33 @@ async fn a_forged_status_is_corrected_and_never_runs_a_second_copy(ground: Groun
     .await;
 }
 
+/// A status removed while no controller runs (the job keeps its finalizer,
+/// so the controller once wrote a sealed status): the job is not taken for
+/// a new one and placed again beside the pod that runs.
+async fn a_removed_status_decides_nothing(ground: Ground) {
+    let mut f = start(ground).await;
+    f.submit(gpu_job("wiped", &[("worker", 1, 1)], json!({}), "300"))
+        .await;
+    f.wait_phase("wiped", "Running", WAIT).await;
+    let before = pods(&f, "wiped").await;
+    f.kill_controller();
+    f.jobs()
+        .patch_status(
+            "wiped",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": null})),
+        )
+        .await
+        .expect("status removed");
+    f.start_controller().await;
+    f.wait_job("wiped", "RecordUnverified", WAIT, |j| {
+        condition(j, "ReplicaFailure")["reason"] == "RecordUnverified"
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(pods(&f, "wiped").await, before, "no second copy");
+}
+
 /// A member that refuses a job's pod for good (403: its own admission)
 /// releases the job's hold there: the job runs on the other member, says
 /// why, counts no restart, and another job that needs the whole refusing
@@ -439,6 +466,7 @@ async fn a_finished_jobs_pods_are_never_made_again(ground: Ground) {
 on_both_grounds!(
     a_forged_accepted_spec_builds_no_pod,
     a_forged_status_is_corrected_and_never_runs_a_second_copy,
+    a_removed_status_decides_nothing,
     a_refused_create_releases_its_hold,
     a_finished_jobs_pods_are_never_made_again,
     a_pod_is_checked_against_the_members_policy_when_built,

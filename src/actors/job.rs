@@ -40,7 +40,7 @@ use crate::telemetry::ActorKind;
 use crate::telemetry::metrics::JobCensus;
 use crate::validation;
 
-pub const FINALIZER: &str = "federation.tfjob.io/cleanup";
+pub use crate::record::FINALIZER;
 
 /// The job's `replicaSpecs` as accepted when it was admitted (JSON): pods
 /// are built from these, whatever later edits say.
@@ -1079,10 +1079,10 @@ impl JobActor {
         if stored == self.writes.written
             || record::judge(
                 &self.shared.signer,
-                &self.uid(),
+                record::Owner::of(&self.job),
                 self.job.status.as_ref(),
-                None,
-            ) == record::Trust::Sealed
+            )
+            .is_believed()
         {
             // Ours (perhaps an earlier write of ours, seen late).
             return;
@@ -1111,10 +1111,8 @@ impl JobActor {
 /// give a machine that decides nothing (`Stage::Unverified`).
 fn believed_machine(signer: &Signer, job: &TensorFlowTrainingJob) -> JobState {
     let name = job.name_any();
-    let created = job.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    let uid = job.uid().unwrap_or_default();
     let status = job.status.as_ref();
-    if let record::Trust::Forged(why) = record::judge(signer, &uid, status, created) {
+    if let record::Trust::Forged(why) = record::judge(signer, record::Owner::of(job), status) {
         tracing::warn!(job = %name, "{why}");
         return JobState::unverified(status, &name, why);
     }

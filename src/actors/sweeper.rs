@@ -142,9 +142,8 @@ fn believed_record(job: &ListedJob, signer: &Signer) -> JobRecord {
     let ListedJob::Readable(job) = job else {
         return JobRecord::unverified();
     };
-    let uid = job.uid().unwrap_or_default();
-    let created = job.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    if crate::record::judge(signer, &uid, job.status.as_ref(), created).is_believed() {
+    let owner = crate::record::Owner::of(job);
+    if crate::record::judge(signer, owner, job.status.as_ref()).is_believed() {
         JobRecord::of(job.status.as_ref())
     } else {
         JobRecord::unverified()

@@ -29,7 +29,12 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jiff::Timestamp;
 use ring::digest;
 
-use crate::api::TensorFlowTrainingJobStatus;
+use kube::ResourceExt;
+
+use crate::api::{TensorFlowTrainingJob, TensorFlowTrainingJobStatus};
+
+/// The finalizer the controller adds to every job it admits.
+pub const FINALIZER: &str = "federation.tfjob.io/cleanup";
 use crate::signing::Signer;
 
 /// The digest of a `replicaSpecs` text, as the placement record keeps it.
@@ -82,26 +87,49 @@ impl Trust {
     }
 }
 
-/// Whether the status of the job `job_uid` (created at `created`) is the
-/// controller's.
-pub fn judge(
-    signer: &Signer,
-    job_uid: &str,
-    status: Option<&TensorFlowTrainingJobStatus>,
-    created: Option<Timestamp>,
-) -> Trust {
+/// The job a status belongs to: its uid, when it was created, and whether
+/// it carries the controller's finalizer (it was admitted: the controller
+/// wrote a status before it added the finalizer).
+#[derive(Clone, Copy, Debug)]
+pub struct Owner<'a> {
+    pub uid: &'a str,
+    pub created: Option<Timestamp>,
+    pub admitted: bool,
+}
+
+impl<'a> Owner<'a> {
+    pub fn of(job: &'a TensorFlowTrainingJob) -> Owner<'a> {
+        Owner {
+            uid: job.metadata.uid.as_deref().unwrap_or_default(),
+            created: job.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            admitted: job.finalizers().iter().any(|f| f == FINALIZER),
+        }
+    }
+}
+
+/// Whether the stored status of `job` is the controller's.
+pub fn judge(signer: &Signer, job: Owner, status: Option<&TensorFlowTrainingJobStatus>) -> Trust {
+    let legacy = signer.sealing_began_after(job.created);
+    let status = status.filter(|s| **s != TensorFlowTrainingJobStatus::default());
     let Some(status) = status else {
-        return Trust::Fresh;
+        return if job.admitted && !legacy {
+            Trust::Forged(
+                "status: it is missing although the job was admitted (it was removed by \
+                 someone other than the controller)"
+                    .into(),
+            )
+        } else {
+            Trust::Fresh
+        };
     };
     match &status.seal {
-        Some(seal) if signer.verifies(&sealed_text(job_uid, status), seal) => Trust::Sealed,
+        Some(seal) if signer.verifies(&sealed_text(job.uid, status), seal) => Trust::Sealed,
         Some(_) => Trust::Forged(
             "status: its seal does not match its content (it was written by someone other \
              than the controller)"
                 .into(),
         ),
-        None if signer.sealing_began_after(created) => Trust::Legacy,
-        None if *status == TensorFlowTrainingJobStatus::default() => Trust::Fresh,
+        None if legacy => Trust::Legacy,
         None => Trust::Forged(
             "status: it carries no seal (it was written by someone other than the controller)"
                 .into(),
@@ -148,6 +176,14 @@ mod tests {
         Signer::new(b"0123456789abcdef0123456789abcdef", Some(began)).sealing_since(Some(began))
     }
 
+    fn job(uid: &str) -> Owner<'_> {
+        Owner {
+            uid,
+            created: None,
+            admitted: true,
+        }
+    }
+
     fn running() -> TensorFlowTrainingJobStatus {
         TensorFlowTrainingJobStatus {
             phase: Some(JobPhase::Running),
@@ -165,12 +201,12 @@ mod tests {
     fn a_sealed_status_verifies_for_its_job_only_and_any_change_breaks_it() {
         let signer = signer();
         let sealed = seal(&signer, "uid-1", running());
-        assert_eq!(judge(&signer, "uid-1", Some(&sealed), None), Trust::Sealed);
+        assert_eq!(judge(&signer, job("uid-1"), Some(&sealed)), Trust::Sealed);
         // Read back from JSON, as the API server returns it.
         let text = serde_json::to_string(&sealed).expect("serializes");
         let read: TensorFlowTrainingJobStatus = serde_json::from_str(&text).expect("reads");
-        assert_eq!(judge(&signer, "uid-1", Some(&read), None), Trust::Sealed);
-        assert!(!judge(&signer, "uid-2", Some(&sealed), None).is_believed());
+        assert_eq!(judge(&signer, job("uid-1"), Some(&read)), Trust::Sealed);
+        assert!(!judge(&signer, job("uid-2"), Some(&sealed)).is_believed());
         let edits: [fn(&mut TensorFlowTrainingJobStatus); 5] = [
             |s| s.phase = Some(JobPhase::Succeeded),
             |s| s.backoff_count = 99,
@@ -194,13 +230,13 @@ mod tests {
             let mut forged = sealed.clone();
             edit(&mut forged);
             assert!(matches!(
-                judge(&signer, "uid-1", Some(&forged), None),
+                judge(&signer, job("uid-1"), Some(&forged)),
                 Trust::Forged(_)
             ));
         }
         let other_key = Signer::new(b"another key, another controller.", None);
         let theirs = seal(&other_key, "uid-1", running());
-        assert!(!judge(&signer, "uid-1", Some(&theirs), None).is_believed());
+        assert!(!judge(&signer, job("uid-1"), Some(&theirs)).is_believed());
     }
 
     #[test]
@@ -208,22 +244,42 @@ mod tests {
         let signer = signer();
         let before = Timestamp::from_second(1_700_000_000).expect("a time");
         let after = Timestamp::from_second(1_900_000_000).expect("a time");
+        let created = |created: Option<Timestamp>, admitted: bool| Owner {
+            uid: "uid-1",
+            created,
+            admitted,
+        };
         let status = running();
-        assert_eq!(
-            judge(&signer, "uid-1", Some(&status), Some(before)),
-            Trust::Legacy
-        );
-        assert!(matches!(
-            judge(&signer, "uid-1", Some(&status), Some(after)),
-            Trust::Forged(_)
-        ));
-        assert!(!judge(&signer, "uid-1", Some(&status), None).is_believed());
-        assert_eq!(judge(&signer, "uid-1", None, Some(after)), Trust::Fresh);
         let empty = TensorFlowTrainingJobStatus::default();
-        assert_eq!(
-            judge(&signer, "uid-1", Some(&empty), Some(after)),
-            Trust::Fresh
-        );
+        let rows = [
+            (
+                created(Some(before), true),
+                Some(&status),
+                Some(Trust::Legacy),
+            ),
+            (created(Some(after), true), Some(&status), None),
+            (created(None, true), Some(&status), None),
+            (created(Some(after), false), None, Some(Trust::Fresh)),
+            (
+                created(Some(after), false),
+                Some(&empty),
+                Some(Trust::Fresh),
+            ),
+            // Admitted, so a sealed status was written first: removed since.
+            (created(Some(after), true), None, None),
+            (created(Some(after), true), Some(&empty), None),
+            (created(Some(before), true), None, Some(Trust::Fresh)),
+        ];
+        for (owner, status, expected) in rows {
+            let verdict = judge(&signer, owner, status);
+            match expected {
+                Some(expected) => assert_eq!(verdict, expected, "{owner:?} {status:?}"),
+                None => assert!(
+                    matches!(verdict, Trust::Forged(_)),
+                    "{owner:?} {status:?}: {verdict:?}"
+                ),
+            }
+        }
     }
 
     #[test]

@@ -788,7 +788,10 @@ impl Step<'_> {
         let admitted = self.job.spec.has_finalizer && self.job.spec.accepted.is_some();
         if !admitted {
             self.job.admitting = true;
-            self.emit(Effect::Admit);
+            // The first status lands before the finalizer: a job that has
+            // the finalizer has a sealed status, so one without is not the
+            // controller's (`record::judge`).
+            self.persist_then(vec![Effect::Admit]);
             self.job.stage = Stage::Admitting;
             if !self.job.spec.has_finalizer {
                 return;

@@ -186,31 +186,40 @@ fn reach(stage: &str) -> JobState {
             s.has_finalizer = false;
             s.accepted = None;
         })],
-        "placing" => vec![spec_unadmitted(), Event::Admitted],
+        "placing" => vec![spec_unadmitted(), Event::Persisted(1), Event::Admitted],
         "waiting" => vec![
             spec_unadmitted(),
+            Event::Persisted(1),
             Event::Admitted,
             Event::Unplaceable("no room".into()),
         ],
-        "recording" => vec![spec_unadmitted(), Event::Admitted, placed()],
-        "preparing" => vec![
+        "recording" => vec![
             spec_unadmitted(),
+            Event::Persisted(1),
             Event::Admitted,
             placed(),
+        ],
+        "preparing" => vec![
+            spec_unadmitted(),
             Event::Persisted(1),
+            Event::Admitted,
+            placed(),
+            Event::Persisted(2),
         ],
         "creating" => vec![
             spec_unadmitted(),
+            Event::Persisted(1),
             Event::Admitted,
             placed(),
-            Event::Persisted(1),
+            Event::Persisted(2),
             Event::Prepared,
         ],
         _ => vec![
             spec_unadmitted(),
+            Event::Persisted(1),
             Event::Admitted,
             placed(),
-            Event::Persisted(1),
+            Event::Persisted(2),
             Event::Prepared,
         ],
     };
@@ -228,7 +237,7 @@ fn reach(stage: &str) -> JobState {
             events.extend(running());
             events.extend([
                 paused(),
-                Event::Persisted(2),
+                Event::Persisted(3),
                 Event::TornDown(WORKER_0),
                 Event::TornDown(WORKER_1),
             ]);
@@ -307,10 +316,18 @@ fn transitions() {
     use JobPhase::*;
     // from, event, then: stage, phase, effects.
     let rows: Vec<Row> = vec![
-        // A new job is admitted (finalizer, accepted replicaSpecs) before it is placed.
+        // A new job is admitted (finalizer, accepted replicaSpecs) before it
+        // is placed, once its first (sealed) status is written.
         (
             "new",
             spec_unadmitted(),
+            "Admitting",
+            Some(Pending),
+            &["Persist"],
+        ),
+        (
+            "admitting",
+            Event::Persisted(1),
             "Admitting",
             Some(Pending),
             &["Admit"],
@@ -347,7 +364,7 @@ fn transitions() {
         ),
         (
             "recording",
-            Event::Persisted(1),
+            Event::Persisted(2),
             "Preparing",
             Some(Pending),
             &["PrepareClusters"],
@@ -437,7 +454,7 @@ fn transitions() {
         // after a pod's deletion must not make it again.
         (
             "succeeded",
-            Event::Persisted(2),
+            Event::Persisted(3),
             "Finished",
             Some(Succeeded),
             &["Finish(Unfinished)"],
@@ -504,7 +521,7 @@ fn transitions() {
         ),
         (
             "failing-over",
-            Event::Persisted(2),
+            Event::Persisted(3),
             "Retiring→Place",
             Some(Pending),
             &["Retire"],
@@ -540,7 +557,7 @@ fn transitions() {
         ),
         (
             "pausing",
-            Event::Persisted(2),
+            Event::Persisted(3),
             "Retiring→Pause",
             Some(Paused),
             &["Retire"],
@@ -587,7 +604,7 @@ fn transitions() {
         ),
         (
             "switching-mode",
-            Event::Persisted(2),
+            Event::Persisted(3),
             "Retiring→Start",
             Some(Running),
             &["Retire"],
@@ -831,7 +848,7 @@ fn a_replica_failing_for_good_shows_in_replica_failure() {
 fn debug_on_and_off_replaces_the_replicas_without_a_restart() {
     let mut state = reach("switching-mode");
     assert_eq!(state.epoch(), 1);
-    state.step(Event::Persisted(2), t(0));
+    state.step(Event::Persisted(3), t(0));
     state.step(Event::TornDown(WORKER_0), t(0));
     let effects = names(&state.step(Event::TornDown(WORKER_1), t(0)));
     assert!(
@@ -845,7 +862,7 @@ fn debug_on_and_off_replaces_the_replicas_without_a_restart() {
     assert_eq!(state.phase(), Some(JobPhase::Running));
     let effects = names(&state.step(Event::SpecChanged(spec()), t(0)));
     assert_eq!(effects, ["Normal(RunModeChanged)", "Persist"]);
-    state.step(Event::Persisted(3), t(0));
+    state.step(Event::Persisted(4), t(0));
     state.step(Event::TornDown(WORKER_0), t(0));
     let effects = names(&state.step(Event::TornDown(WORKER_1), t(0)));
     assert!(
@@ -863,13 +880,13 @@ fn a_resume_starts_a_new_span_in_the_mode_then_in_force() {
     let effects = names(&state.step(with(|s| s.debug = true), t(100)));
     assert_eq!(effects, ["Normal(Resuming)", "RequestPlacement"]);
     state.step(Event::Placed(assignment()), t(100));
-    state.step(Event::Persisted(3), t(100));
+    state.step(Event::Persisted(4), t(100));
     let effects = names(&state.step(Event::Prepared, t(100)));
     assert_eq!(effects, ["ArmDeadline(+160s)", "Start(e1 Run(Debug))"]);
     let mut state = reach("paused");
     state.step(Event::SpecChanged(spec()), t(100));
     state.step(Event::Placed(assignment()), t(100));
-    state.step(Event::Persisted(3), t(100));
+    state.step(Event::Persisted(4), t(100));
     let effects = names(&state.step(Event::Prepared, t(100)));
     assert!(
         effects.contains(&"Start(e1 Run(Resumed))".to_string()),
@@ -1038,7 +1055,7 @@ fn a_refusing_cluster_is_left_out_of_the_next_placement() {
     assert!(state.excluded().contains_key("member-1"));
     assert_eq!(state.epoch(), 1, "the new epoch is written first");
     assert_eq!(state.status().backoff_count, 0, "nothing ran: no restart");
-    assert_eq!(names(&state.step(Event::Persisted(2), t(0))), ["Retire"]);
+    assert_eq!(names(&state.step(Event::Persisted(3), t(0))), ["Retire"]);
     state.step(Event::TornDown(WORKER_0), t(0));
     let effects = names(&state.step(Event::TornDown(WORKER_1), t(0)));
     assert_eq!(effects, ["RequestPlacement"]);
