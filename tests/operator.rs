@@ -269,9 +269,12 @@ async fn chief_workers_and_ps_run_then_succeed(ground: Ground) {
             continue;
         };
         let a = aggregate(step);
+        // The first status (written before the job is admitted) has no
+        // replicas yet; every later one counts them all.
+        let first = step.status.as_ref().is_some_and(|s| s.placement.is_none());
         assert_eq!(
             a.iter().sum::<i32>(),
-            4,
+            if first { 0 } else { 4 },
             "aggregate {a:?} counts every replica"
         );
         match phase {

@@ -777,13 +777,18 @@ impl Step<'_> {
         }
         self.replica_specs_edited();
         if self.job.status.phase.is_none() {
-            self.job.status.phase = Some(JobPhase::Pending);
-            self.set(
-                Cond::Running,
-                ConditionStatus::False,
-                "Pending",
-                "The job is waiting for its replicas.",
-            );
+            if self.job.spec.pause {
+                // Created paused: its first status says so.
+                self.show_paused();
+            } else {
+                self.job.status.phase = Some(JobPhase::Pending);
+                self.set(
+                    Cond::Running,
+                    ConditionStatus::False,
+                    "Pending",
+                    "The job is waiting for its replicas.",
+                );
+            }
         }
         let admitted = self.job.spec.has_finalizer && self.job.spec.accepted.is_some();
         if !admitted {
