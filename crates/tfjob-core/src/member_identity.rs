@@ -251,7 +251,12 @@ mod tests {
         }
     }
 
-    fn member(name: &str, created: i64, recorded: Option<&str>, reached: Option<&str>) -> MemberView {
+    fn member(
+        name: &str,
+        created: i64,
+        recorded: Option<&str>,
+        reached: Option<&str>,
+    ) -> MemberView {
         MemberView {
             name: name.into(),
             created: Some(jiff::Timestamp::from_second(created).expect("a time")),

@@ -10,8 +10,8 @@
 //! its code, reason and message (bounded); anything else by its HTTP code
 //! and size alone.
 
-use kube::core::response::StatusSummary;
 use kube::core::Status;
+use kube::core::response::StatusSummary;
 
 /// The reason kube-client gives the `Status` it makes of an error answer
 /// that is not one (`handle_api_errors`): its message is the raw body.
