@@ -271,10 +271,13 @@ mod tests {
         }
     }
 
+    /// What the table names, the members, and each one's expected standing.
+    type Case = (&'static str, Vec<MemberView>, Vec<(&'static str, Standing)>);
+
     #[test]
     fn each_rule_in_turn() {
         let h = home(Some("H"));
-        let cases: Vec<(&str, Vec<MemberView>, Vec<(&str, Standing)>)> = vec![
+        let cases: Vec<Case> = vec![
             (
                 "first connection: accepted, to be recorded",
                 vec![member("m1", 1, None, Some("A"))],
