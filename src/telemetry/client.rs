@@ -213,6 +213,33 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_that_is_not_a_status_is_shown_by_code_and_size_in_every_wrapping() {
+        let page = "<html>stray-body</html>";
+        // What kube-client makes of such an answer (`handle_api_errors`).
+        let api = || {
+            kube::Error::Api(
+                kube::core::Status::failure(page, crate::shown_error::NOT_A_STATUS_REASON)
+                    .with_code(404)
+                    .boxed(),
+            )
+        };
+        use kube::runtime::watcher::Error as Watch;
+        let shown = [
+            shown(&api()),
+            shown_watch(&Watch::InitialListFailed(api())),
+            shown_watch(&Watch::WatchStartFailed(api())),
+            shown_watch(&Watch::WatchFailed(api())),
+        ];
+        for text in shown {
+            assert!(!text.contains("stray-body"), "{text}");
+            assert!(
+                text.contains("HTTP 404") && text.contains("23 bytes"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
     fn resources_are_named_with_their_subresource_and_bounded() {
         let cases = [
             (Method::POST, "/api/v1/namespaces/default/pods", "pods"),
