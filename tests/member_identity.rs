@@ -7,7 +7,9 @@
 //! gets no replicas; a second one for the same cluster is refused naming
 //! the first, its capacity not counted; and a member server that answers
 //! with something other than a Kubernetes `Status` has its body shown
-//! nowhere, neither in the status nor in the controller's log.
+//! nowhere, neither in the status nor in the controller's log. One more,
+//! on the simulated ground alone (TLS would refuse the swap on the real
+//! one): the server behind an unchanged kubeconfig becomes another cluster.
 //!
 //! The harness is the federation one (`tests/common/federation.rs`): home
 //! and two members of one node with 4 GPUs each, the controller a
@@ -405,6 +407,122 @@ async fn a_server_answering_a_web_page_is_shown_by_code_and_size_only(ground: Gr
         .collect();
     assert!(leaked.is_empty(), "in the controller's log: {leaked:#?}");
     remove_extras(&f, &["stray"], &["stray"]).await;
+}
+
+/// A loopback TCP proxy whose destination the test moves: the address a
+/// member kubeconfig names while the cluster behind it changes (a load
+/// balancer or DNS name re-used), without any Secret changing.
+struct MovingServer {
+    address: std::net::SocketAddr,
+    target: tokio::sync::watch::Sender<std::net::SocketAddr>,
+}
+
+impl MovingServer {
+    async fn start(target: std::net::SocketAddr) -> MovingServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the proxy");
+        let address = listener.local_addr().expect("its address");
+        let (sender, receiver) = tokio::sync::watch::channel(target);
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let mut moved = receiver.clone();
+                let destination = *moved.borrow_and_update();
+                tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(destination).await else {
+                        return;
+                    };
+                    // A move cuts every open connection (watches included).
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = moved.changed() => {}
+                    }
+                });
+            }
+        });
+        MovingServer {
+            address,
+            target: sender,
+        }
+    }
+
+    fn move_to(&self, target: std::net::SocketAddr) {
+        self.target.send_replace(target);
+    }
+}
+
+/// The `host:port` of the server in a kubeconfig file (the simulator's:
+/// plain HTTP on loopback).
+fn server_address(kubeconfig: &std::path::Path) -> std::net::SocketAddr {
+    let text = std::fs::read_to_string(kubeconfig).expect("the kubeconfig");
+    let config: Value = serde_yaml::from_str(&text).expect("kubeconfig YAML");
+    let server = config["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .expect("a server");
+    server
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .expect("host:port")
+}
+
+/// The server behind member-1's kubeconfig becomes member-2 with no
+/// Secret changing (simulated ground: the swap happens behind a plain-HTTP
+/// address; on the real ground each cluster's TLS certificate would refuse
+/// the other's address): the probe refuses member-1 naming both
+/// identities, the pod informer's relist of the other cluster reports no
+/// pod gone, and once the address leads back the job ends well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_becomes_another_cluster_is_refused_and_counts_no_pod_gone() {
+    let f = start(Ground::Sim).await;
+    let members = f.members();
+    let (first, second) = (
+        kube_system_uid(&f.clients["member-1"]).await,
+        kube_system_uid(&f.clients["member-2"]).await,
+    );
+    let member_1 = server_address(&f.kubeconfig("member-1"));
+    let member_2 = server_address(&f.kubeconfig("member-2"));
+    let proxy = MovingServer::start(member_1).await;
+    let kubeconfig = stored_kubeconfig(&f, "member-1").await;
+    let text = String::from_utf8(kubeconfig.0).expect("UTF-8");
+    let through_proxy = text.replace(&member_1.to_string(), &proxy.address.to_string());
+    assert_ne!(
+        text, through_proxy,
+        "the kubeconfig names member-1's address"
+    );
+    store_kubeconfig(&f, "member-1", &ByteString(through_proxy.into_bytes())).await;
+    // The new connection is member-1 again: accepted.
+    eventually("member-1 Ready through the proxy", WAIT, async || {
+        let status = members.get("member-1").await.ok()?.status?;
+        status.is_ready().then_some(())
+    })
+    .await;
+    f.submit(pinned_job("moved", &["member-1"], 1, 1, "15"))
+        .await;
+    f.wait_phase("moved", "Running", WAIT).await;
+
+    proxy.move_to(member_2);
+    let (reason, message) = wait_refused(&f, "member-1", &[&first, &second]).await;
+    assert_eq!(reason, "ClusterIdentityChanged", "{message}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let job = f.job("moved").await;
+    assert_eq!(phase_of(&job), "Running", "{}", job["status"]);
+    assert_eq!(
+        job["status"]["aggregate"]["deleted"].as_i64().unwrap_or(0),
+        0,
+        "no pod counted as deleted: {}",
+        job["status"]
+    );
+
+    proxy.move_to(member_1);
+    wait_ready(&members, "member-1", "True").await;
+    let job = f.wait_phase("moved", "Succeeded", WAIT + WAIT).await;
+    assert_eq!(
+        job["status"]["backoffCount"].as_i64().unwrap_or(0),
+        0,
+        "{}",
+        job["status"]
+    );
 }
 
 on_both_grounds!(
