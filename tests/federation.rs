@@ -1343,10 +1343,11 @@ fn readme_accesses(account: &str) -> Vec<serde_json::Value> {
             "core" => "",
             other => other,
         };
+        // The resource is the first `quoted` word; what follows (e.g. the
+        // one object a rule names) is for the reader.
+        let resource = resource.split('`').nth(1).unwrap_or(resource);
         for verb in verbs.split(',').map(str::trim) {
-            accesses.push(
-                json!({"apiGroup": group, "resource": resource.trim_matches('`'), "verb": verb}),
-            );
+            accesses.push(json!({"apiGroup": group, "resource": resource, "verb": verb}));
         }
     }
     assert!(

@@ -93,7 +93,7 @@ where
         }
         attempt = attempt.saturating_add(1);
         let delay = backoff.delay(attempt);
-        tracing::warn!(what, attempt, error = %error, retry_in_ms = delay.as_millis() as u64, "API call failed; retrying");
+        tracing::warn!(what, attempt, error = %crate::telemetry::shown(&error), retry_in_ms = delay.as_millis() as u64, "API call failed; retrying");
         tokio::time::sleep(delay).await;
     }
 }

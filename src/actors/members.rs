@@ -23,6 +23,16 @@
 //! Kubeconfig Secrets (in the controller's namespace only, see `clusters`)
 //! are watched by the managed-by label `join` sets; a
 //! Secret made by hand without it is read when its MemberCluster changes.
+//!
+//! Who a member is (`member_identity`, the uid of its `kube-system`
+//! namespace) is read by every probe. A connection's informers start only
+//! once its cluster is accepted — the one recorded in the MemberCluster's
+//! status when first connected, not home, not claimed first by another
+//! MemberCluster — and stop when it no longer is: the informers of a
+//! cluster the credentials should not reach would report its emptiness as
+//! the jobs' pods going. A member not accepted is treated as unreachable:
+//! no new replicas, no sweep, no capacity, and lost after
+//! `clusterLostTimeoutMs` like a partitioned one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -38,10 +48,13 @@ use serde_json::json;
 
 use super::Shared;
 use super::call::Backoff;
-use crate::api::MemberCluster;
+use crate::api::{ClusterIdentity, MemberCluster, reason};
 use crate::builders::DEFAULT_ADDRESS_TEMPLATE;
 use crate::capacity::Capacity;
-use crate::clusters::{self, CapacityWatch, ClusterActor, ClusterHandle, PodSecurityWatch, Probe};
+use crate::clusters::{
+    self, CapacityWatch, ClusterActor, ClusterHandle, PodSecurityWatch, Probe, ReadyCondition,
+};
+use crate::member_identity::{self, Home, MemberView, Standing};
 use crate::placement::queue::{Answer, Queue, Request};
 use crate::placement::{self, Assignment, ClusterState, Demand, Policy};
 use crate::telemetry::metrics::Alive;
@@ -62,13 +75,27 @@ fn capacity_freed(ctx: &Context<MemberSupervisor>) -> clusters::Changed {
     Arc::new(move || me.do_send(CapacityFreed))
 }
 
+/// The informers of an accepted member's connection; dropping it stops them.
+struct Informers {
+    _actor: Addr<ClusterActor>,
+    capacity: CapacityWatch,
+    pod_security: PodSecurityWatch,
+}
+
 /// A member cluster the controller is connected to; dropping it stops its
 /// informers.
 pub struct Member {
     pub handle: ClusterHandle,
-    _actor: Addr<ClusterActor>,
-    pub capacity: CapacityWatch,
-    pub pod_security: PodSecurityWatch,
+    /// Which connection (a new one per client built): a probe of an older
+    /// one is no news.
+    serial: u64,
+    /// Running while the cluster is accepted (see the module's comment).
+    informers: Option<Informers>,
+    /// The identity the last answered probe read; kept through failed
+    /// probes (a partition does not change who the cluster is).
+    reached: Option<String>,
+    standing: Standing,
+    /// The last probe was answered and the cluster is accepted.
     pub ready: bool,
     /// The last good probe (or the connection, before any).
     last_ready: Instant,
@@ -79,12 +106,19 @@ pub struct Member {
     sweeping: bool,
     /// The Secret's resourceVersion the client was built from.
     secret_version: Option<String>,
+    /// The pod informer's actor of this connection, not started until the
+    /// cluster is accepted.
+    idle: Option<ClusterActor>,
 }
 
 impl Member {
     /// Whether new replicas may go there.
     fn placeable(&self) -> bool {
-        self.ready && self.swept && !self.lost
+        self.ready && self.swept && !self.lost && self.informers.is_some()
+    }
+
+    fn accepted(&self) -> bool {
+        matches!(self.standing, Standing::Accepted { .. }) && self.informers.is_some()
     }
 }
 
@@ -107,9 +141,13 @@ struct Swept {
 #[rtype(result = "()")]
 struct Probed {
     name: String,
-    ready: bool,
-    message: String,
+    serial: u64,
+    probe: Probe,
 }
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct HomeIdentity(Result<String, String>);
 
 /// A cluster replicas were placed on, and how to reach it.
 #[derive(Clone)]
@@ -131,7 +169,8 @@ pub struct Target {
 pub struct Admission {
     cluster: String,
     pod_policies: PodPolicies,
-    pod_security: crate::clusters::PodSecurityWatch,
+    /// None while the member's informers do not run.
+    pod_security: Option<crate::clusters::PodSecurityWatch>,
 }
 
 /// Each member's `podPolicy` as its MemberCluster says now.
@@ -152,9 +191,8 @@ impl Admission {
             .unwrap_or_default();
         let level = self
             .pod_security
-            .levels()
-            .get(namespace)
-            .copied()
+            .as_ref()
+            .and_then(|watch| watch.levels().get(namespace).copied())
             .unwrap_or(policy.default_pod_security);
         crate::isolation::pod_refused(spec, &policy, namespace, level)
     }
@@ -221,6 +259,17 @@ pub struct MemberSupervisor {
     deregistered: std::collections::BTreeSet<String>,
     /// Resolves waiting for the member list or a connection.
     resolving: Vec<(Vec<String>, tokio::sync::oneshot::Sender<ResolveResult>)>,
+    /// Home's identity once read (no member is accepted before: one might
+    /// be home), or why it could not be read.
+    home_identity: Result<String, String>,
+    reading_home_identity: bool,
+    /// The identities this controller recorded, by member name, with the
+    /// MemberCluster's uid (a MemberCluster made again under the same name
+    /// is another registration); the status holds them too, for the next
+    /// controller.
+    recorded: HashMap<String, (String, String)>,
+    /// The serial of the next connection.
+    next_serial: u64,
     _alive: Alive,
 }
 
@@ -242,12 +291,160 @@ impl MemberSupervisor {
             unusable: HashMap::new(),
             deregistered: Default::default(),
             resolving: Vec::new(),
+            home_identity: Err("not read yet".to_string()),
+            reading_home_identity: false,
+            recorded: HashMap::new(),
+            next_serial: 0,
         }
+    }
+
+    /// Reads home's identity (once it is known, never again).
+    fn read_home_identity(&mut self, ctx: &mut Context<Self>) {
+        if self.home_identity.is_ok() || std::mem::replace(&mut self.reading_home_identity, true) {
+            return;
+        }
+        let client = self.shared.home.client.clone();
+        let me = ctx.address();
+        tokio::spawn(async move {
+            me.do_send(HomeIdentity(clusters::identity(&client).await));
+        });
+    }
+
+    /// The identity recorded for member `name`: by this controller, else in
+    /// its status (by an earlier one).
+    fn recorded_identity(&self, name: &str) -> Option<String> {
+        let spec = self.specs.get(name)?;
+        let uid = spec.metadata.uid.clone().unwrap_or_default();
+        match self.recorded.get(name) {
+            Some((recorded_uid, identity)) if *recorded_uid == uid => Some(identity.clone()),
+            _ => spec
+                .status
+                .as_ref()
+                .and_then(|s| s.identity.as_ref())
+                .map(|i| i.kube_system_uid.clone()),
+        }
+    }
+
+    /// Decides every member's standing (`member_identity::standings`) and
+    /// carries it out: an accepted member's identity is recorded and its
+    /// informers run; a refused member's informers stop.
+    fn reassess(&mut self, ctx: &mut Context<Self>) {
+        let home = Home {
+            name: self.shared.home.name.clone(),
+            identity: self.home_identity.clone().ok(),
+        };
+        let views: Vec<MemberView> = self
+            .specs
+            .iter()
+            .map(|(name, spec)| MemberView {
+                name: name.clone(),
+                created: spec.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                recorded: self.recorded_identity(name),
+                reached: self.members.get(name).and_then(|m| m.reached.clone()),
+            })
+            .collect();
+        for (name, standing) in member_identity::standings(&home, &views) {
+            if !self.members.contains_key(&name) {
+                continue;
+            }
+            if let Standing::Accepted { identity } = &standing
+                && self.recorded_identity(&name).is_none()
+            {
+                let uid = self.specs.get(&name).and_then(|s| s.metadata.uid.clone());
+                tracing::info!(cluster = %name, identity = %identity, "member cluster identity recorded");
+                self.recorded
+                    .insert(name.clone(), (uid.unwrap_or_default(), identity.clone()));
+            }
+            let accepted = matches!(standing, Standing::Accepted { .. });
+            let Some(member) = self.members.get_mut(&name) else {
+                continue;
+            };
+            if let Standing::Refused(refusal) = &standing
+                && member.informers.take().is_some()
+            {
+                member.ready = false;
+                tracing::warn!(cluster = %name, reason = refusal.reason(), "member cluster refused; its informers stopped");
+            }
+            if member.standing != standing {
+                if let Standing::Refused(refusal) = &standing {
+                    tracing::warn!(cluster = %name, reason = refusal.reason(), message = %refusal, "member cluster refused");
+                }
+                member.standing = standing;
+            }
+            if accepted {
+                self.start_informers(ctx, &name);
+            }
+        }
+    }
+
+    /// Starts the informers of an accepted member's connection.
+    fn start_informers(&mut self, ctx: &mut Context<Self>, name: &str) {
+        let changed = capacity_freed(ctx);
+        let metrics = self.shared.metrics.clone();
+        let Some(member) = self.members.get_mut(name) else {
+            return;
+        };
+        if member.informers.is_some() {
+            return;
+        }
+        let actor = member.idle.take().unwrap_or_else(|| {
+            // Stopped once (refused, then accepted again): a new informer
+            // keeps the routes and cache.
+            let (actor, handle) = ClusterActor::replacing(
+                name.to_string(),
+                member.handle.client.clone(),
+                metrics,
+                Some(&member.handle),
+            );
+            member.handle = handle;
+            actor
+        });
+        let mut actor = actor;
+        if let Standing::Accepted { identity } = &member.standing {
+            actor.expect_identity(identity.clone());
+        }
+        let client = member.handle.client.clone();
+        member.informers = Some(Informers {
+            _actor: actor.start(),
+            capacity: CapacityWatch::start(&client, changed.clone()),
+            pod_security: PodSecurityWatch::start(&client, changed),
+        });
+        tracing::info!(cluster = %name, "member cluster accepted; its informers run");
+    }
+
+    /// A MemberCluster with home's name is never connected; its status says
+    /// why (written when it changes).
+    fn refuse_home_name(&self, member: &MemberCluster) {
+        let refusal = member_identity::Refusal::NamedLikeHome {
+            home: self.shared.home.name.clone(),
+        };
+        let message = refusal.to_string();
+        let current = member.status.as_ref().and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.condition_type == crate::api::READY_CONDITION)
+        });
+        if current.is_some_and(|c| c.message.as_deref() == Some(message.as_str())) {
+            return;
+        }
+        tracing::warn!(cluster = %member.name_any(), reason = refusal.reason(), message = %message, "member cluster refused");
+        self.write_status(
+            &member.name_any(),
+            &ReadyCondition {
+                ready: false,
+                reason: refusal.reason(),
+                message: &message,
+            },
+            None,
+        );
     }
 
     /// (Re)connects a member when its Secret is new or changed.
     fn connect(&mut self, ctx: &mut Context<Self>, member: Arc<MemberCluster>) {
         let name = member.name_any();
+        if name == self.shared.home.name {
+            return;
+        }
         let home = self.shared.home.client.clone();
         let (metrics, cluster) = (self.shared.metrics.clone(), name.clone());
         let backoff = Backoff::from(self.shared.config.retry_interval());
@@ -263,20 +460,21 @@ impl MemberSupervisor {
                         return;
                     }
                     let previous = act.members.get(&name).map(|m| m.handle.clone());
-                    let (actor, handle) = ClusterActor::replacing(name.clone(), client.clone(), act.shared.metrics.clone(), previous.as_ref());
-                    let actor = actor.start();
-                    let capacity = CapacityWatch::start(&client, capacity_freed(ctx));
-                    let pod_security = PodSecurityWatch::start(&client, capacity_freed(ctx));
-                    tracing::info!(cluster = %name, "member cluster connected");
+                    // Its informers start once the probe found the cluster accepted
+                    // (the old connection's stop here: the new credentials may reach
+                    // another cluster, and nothing it shows may count before that is known).
+                    let (idle, handle) = ClusterActor::replacing(name.clone(), client, act.shared.metrics.clone(), previous.as_ref());
+                    tracing::info!(cluster = %name, "member cluster connected; checking who it is");
                     let (lost, swept) = act.members.get(&name).map_or((false, false), |m| (m.lost, m.swept));
                     act.unusable.remove(&name);
-                    act.members.insert(name.clone(), Member { handle, _actor: actor, capacity, pod_security, ready: false, last_ready: Instant::now(), lost, swept, sweeping: false, secret_version: version });
+                    act.next_serial += 1;
+                    act.members.insert(name.clone(), Member { handle, serial: act.next_serial, informers: None, reached: None, standing: Standing::Unknown, ready: false, last_ready: Instant::now(), lost, swept, sweeping: false, secret_version: version, idle: Some(idle) });
                     act.answer_resolves();
                     act.probe(ctx, name.clone());
                 }
                 Err(message) => {
                     tracing::warn!(cluster = %name, %message, "member cluster cannot be connected");
-                    act.write_status(&name, false, &message, None);
+                    act.write_status(&name, &ReadyCondition::probed(false, &message), None);
                     act.unusable.insert(name.clone(), message);
                     act.answer_resolves();
                 }
@@ -288,14 +486,14 @@ impl MemberSupervisor {
         let Some(member) = self.members.get(&name) else {
             return;
         };
-        let client = member.handle.client.clone();
+        let (client, serial) = (member.handle.client.clone(), member.serial);
         let me = ctx.address();
         tokio::spawn(async move {
-            let Probe { ready, message } = clusters::probe(&client).await;
+            let probe = clusters::probe(&client).await;
             me.do_send(Probed {
                 name,
-                ready,
-                message,
+                serial,
+                probe,
             });
         });
     }
@@ -305,7 +503,8 @@ impl MemberSupervisor {
         let Some(member) = self.members.get_mut(name) else {
             return;
         };
-        if member.sweeping {
+        // Only the cluster the member stands for is swept.
+        if member.sweeping || !member.accepted() {
             return;
         }
         member.sweeping = true;
@@ -317,7 +516,7 @@ impl MemberSupervisor {
         tokio::spawn(async move {
             let result = super::sweeper::sweep(&client, &name, &home, &signer)
                 .await
-                .map_err(|e| e.to_string());
+                .map_err(|e| crate::telemetry::shown(&e));
             me.do_send(Swept { name, result });
         });
     }
@@ -353,6 +552,9 @@ impl MemberSupervisor {
                     Some(member) if member.lost => {
                         return Some(Err(format!("member cluster {name} was lost")));
                     }
+                    // Not (yet) known to be the cluster it stands for: as
+                    // for an unreachable one, wait until it is, or is lost.
+                    Some(member) if !member.accepted() => return None,
                     Some(_) => {}
                 }
             }
@@ -401,6 +603,9 @@ impl MemberSupervisor {
             return Some(self.home_target());
         }
         let (member, spec) = (self.members.get(name)?, self.specs.get(name)?);
+        if !member.accepted() {
+            return None;
+        }
         Some(Target {
             handle: member.handle.clone(),
             address_template: spec.spec.address_template.clone(),
@@ -409,7 +614,7 @@ impl MemberSupervisor {
             admission: Some(Admission {
                 cluster: name.to_string(),
                 pod_policies: self.pod_policies.clone(),
-                pod_security: member.pod_security.clone(),
+                pod_security: member.informers.as_ref().map(|i| i.pod_security.clone()),
             }),
         })
     }
@@ -428,25 +633,29 @@ impl MemberSupervisor {
         let mut names: Vec<&String> = self.specs.keys().collect();
         // A stable order makes ties (equal fits) go the same way every time.
         names.sort();
+        // A MemberCluster with home's name is refused: the name is home's.
         for (name, spec) in names
             .into_iter()
+            .filter(|n| **n != self.shared.home.name)
             .filter_map(|n| Some((n, self.specs.get(n)?)))
         {
-            let member = self
+            let informers = self
                 .members
                 .get(name)
-                .filter(|_| self.spec_problem(name).is_none());
+                .filter(|m| m.placeable() && self.spec_problem(name).is_none())
+                .and_then(|m| m.informers.as_ref());
             states.push(ClusterState {
                 name: name.clone(),
                 member: true,
                 pod_policy: spec.spec.pod_policy.clone(),
                 labels: spec.labels().clone(),
-                pod_security: member.map(|m| m.pod_security.levels()).unwrap_or_default(),
-                ready: member.is_some_and(Member::placeable),
+                pod_security: informers
+                    .map(|i| i.pod_security.levels())
+                    .unwrap_or_default(),
+                ready: informers.is_some(),
                 unschedulable: spec.spec.unschedulable,
-                nodes: member
-                    .filter(|m| m.placeable())
-                    .map(|m| m.capacity.snapshot().nodes)
+                nodes: informers
+                    .map(|i| i.capacity.snapshot().nodes)
                     .unwrap_or_default(),
             });
         }
@@ -520,13 +729,16 @@ impl MemberSupervisor {
         super::tell(&reply, decided, &self.shared.metrics, ActorKind::Job);
     }
 
-    fn write_status(&self, name: &str, ready: bool, message: &str, capacity: Option<Capacity>) {
+    fn write_status(&self, name: &str, ready: &ReadyCondition, capacity: Option<Capacity>) {
         let spec = self.specs.get(name);
         let previous = spec.and_then(|m| m.status.clone()).unwrap_or_default();
+        let identity = self
+            .recorded_identity(name)
+            .map(|kube_system_uid| ClusterIdentity { kube_system_uid });
         let mut status = clusters::member_status(
             &previous,
             ready,
-            message,
+            identity,
             capacity.as_ref(),
             Time(jiff::Timestamp::now()),
         );
@@ -542,7 +754,7 @@ impl MemberSupervisor {
                 )
                 .await
             {
-                tracing::debug!(cluster = %name, error = %e, "writing MemberCluster status failed");
+                tracing::debug!(cluster = %name, error = %crate::telemetry::shown(&e), "writing MemberCluster status failed");
             }
         });
     }
@@ -552,6 +764,7 @@ impl Actor for MemberSupervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        self.read_home_identity(ctx);
         if self.shared.config.home_is_target {
             self.home_capacity = Some(CapacityWatch::start(
                 &self.shared.home.client,
@@ -579,7 +792,7 @@ impl Actor for MemberSupervisor {
             let due: Vec<String> = act
                 .members
                 .iter()
-                .filter(|(_, m)| m.swept && !m.lost)
+                .filter(|(_, m)| m.swept && !m.lost && m.accepted())
                 .map(|(name, _)| name.clone())
                 .collect();
             for name in due {
@@ -587,6 +800,7 @@ impl Actor for MemberSupervisor {
             }
         });
         ctx.run_interval(self.shared.config.member_probe_interval(), |act, ctx| {
+            act.read_home_identity(ctx);
             if let Some(home) = &act.home_capacity {
                 let name = &act.shared.home.name;
                 act.shared
@@ -626,7 +840,9 @@ impl Handler<MemberObserved> for MemberSupervisor {
                 self.pod_policies
                     .insert(name.clone(), member.spec.pod_policy.clone());
                 self.specs.insert(name.clone(), member.clone());
-                if reconnect {
+                if name == self.shared.home.name {
+                    self.refuse_home_name(&member);
+                } else if reconnect {
                     self.connect(ctx, member);
                 } else if respec {
                     self.probe(ctx, name);
@@ -637,10 +853,18 @@ impl Handler<MemberObserved> for MemberSupervisor {
             }
             watcher::Event::Delete(member) => {
                 let name = member.name_any();
+                // One with home's name was never a member: home stays.
+                if name == self.shared.home.name {
+                    self.specs.remove(&name);
+                    return;
+                }
                 self.specs.remove(&name);
                 self.pod_policies.remove(&name);
                 self.members.remove(&name);
                 self.unusable.remove(&name);
+                self.recorded.remove(&name);
+                // A duplicate of it may be accepted now.
+                self.reassess(ctx);
                 self.shared.metrics.cluster_removed(&name);
                 tracing::warn!(cluster = %name, "MemberCluster deleted; its jobs are re-placed");
                 self.deregistered.insert(name);
@@ -686,12 +910,36 @@ impl Handler<Probed> for MemberSupervisor {
         let _timer = self.shared.metrics.handling(ActorKind::MemberSupervisor);
         let timeout = self.shared.config.cluster_lost_timeout();
         let problem = self.spec_problem(&msg.name);
+        match self.members.get_mut(&msg.name) {
+            // A probe of a connection replaced since is no news.
+            Some(member) if member.serial == msg.serial => {
+                if let Ok(identity) = &msg.probe.reached {
+                    member.reached = Some(identity.clone());
+                }
+            }
+            _ => return,
+        }
+        self.reassess(ctx);
+        let home_unknown = match &self.home_identity {
+            Ok(_) => String::new(),
+            Err(why) => format!("waiting for the home cluster's identity ({why})"),
+        };
         let Some(member) = self.members.get_mut(&msg.name) else {
             return;
         };
-        member.ready = msg.ready;
-        let mut message = msg.message;
-        if msg.ready {
+        // A good probe: the cluster answered and is the one the member
+        // stands for. Anything else counts as no answer (a partition's rules).
+        member.ready = msg.probe.reached.is_ok() && member.accepted();
+        let (reason, mut message) = match (&member.standing, &msg.probe.reached) {
+            (Standing::Refused(refusal), _) => (refusal.reason(), refusal.to_string()),
+            (_, Err(why)) => (reason::PROBE_FAILED, why.clone()),
+            (Standing::Unknown, Ok(_)) => (member_identity::reason::IDENTITY_UNKNOWN, home_unknown),
+            (Standing::Accepted { .. }, Ok(_)) => (
+                reason::PROBE_SUCCEEDED,
+                "the API server answers".to_string(),
+            ),
+        };
+        if member.ready {
             member.last_ready = Instant::now();
             if member.lost {
                 member.lost = false;
@@ -714,11 +962,23 @@ impl Handler<Probed> for MemberSupervisor {
         if let Some(problem) = problem {
             message = problem;
         }
-        let capacity = placeable.then(|| member.capacity.snapshot());
+        let reason = match (placeable, reason) {
+            (true, _) => reason::PROBE_SUCCEEDED,
+            (false, reason::PROBE_SUCCEEDED) => reason::PROBE_FAILED,
+            (false, reason) => reason,
+        };
+        let capacity = placeable
+            .then(|| member.informers.as_ref().map(|i| i.capacity.snapshot()))
+            .flatten();
         self.shared
             .metrics
             .cluster_probed(&msg.name, placeable, capacity.as_ref());
-        self.write_status(&msg.name, placeable, &message, capacity);
+        let ready = ReadyCondition {
+            ready: placeable,
+            reason,
+            message: &message,
+        };
+        self.write_status(&msg.name, &ready, capacity);
         self.publish_lost();
         self.answer_resolves();
         if sweep_due {
@@ -726,6 +986,27 @@ impl Handler<Probed> for MemberSupervisor {
         }
         self.queue.capacity_may_have_grown();
         self.try_waiting();
+    }
+}
+
+impl Handler<HomeIdentity> for MemberSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: HomeIdentity, ctx: &mut Self::Context) {
+        self.reading_home_identity = false;
+        match msg.0 {
+            Ok(identity) => {
+                tracing::info!(identity = %identity, "home cluster identity read");
+                self.home_identity = Ok(identity);
+                self.reassess(ctx);
+            }
+            Err(why) => {
+                if self.home_identity.as_ref().err() != Some(&why) {
+                    tracing::warn!(error = %why, "reading the home cluster's identity failed; no member is used until it is read");
+                }
+                self.home_identity = Err(why);
+            }
+        }
     }
 }
 
@@ -742,11 +1023,14 @@ impl Handler<Swept> for MemberSupervisor {
                 member.swept = true;
                 tracing::debug!(cluster = %msg.name, deleted, "member cluster swept");
                 let placeable = member.placeable();
-                let capacity = placeable.then(|| member.capacity.snapshot());
+                let capacity = placeable
+                    .then(|| member.informers.as_ref().map(|i| i.capacity.snapshot()))
+                    .flatten();
                 self.shared
                     .metrics
                     .cluster_probed(&msg.name, placeable, capacity.as_ref());
-                self.write_status(&msg.name, placeable, "the API server answers", capacity);
+                let ready = ReadyCondition::probed(placeable, "the API server answers");
+                self.write_status(&msg.name, &ready, capacity);
                 self.queue.capacity_may_have_grown();
                 self.try_waiting();
             }

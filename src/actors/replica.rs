@@ -346,8 +346,8 @@ impl ReplicaActor {
                 cluster: cluster.clone(),
                 everywhere: class == RefusalKind::Everywhere,
                 message: format!(
-                    "cluster {cluster} refused to create {kind} {ns}/{name} ({}): {}",
-                    e.code, e.message
+                    "cluster {cluster} refused to create {kind} {ns}/{name}: {}",
+                    crate::shown_error::shown_status(e)
                 ),
             };
             tracing::warn!(replica = %name, %cluster, "{}", refusal.message);
@@ -371,13 +371,14 @@ impl ReplicaActor {
                 reason: reason::CREATE_REFUSED,
                 message: format!(
                     "creating {kind} {ns}/{name} on cluster {cluster} was refused: {}",
-                    e.message
+                    crate::shown_error::shown_status(e)
                 ),
             },
             other => Blocked {
                 reason: reason::CREATE_REFUSED,
                 message: format!(
-                    "creating {kind} {ns}/{name} on cluster {cluster} failed: {other}"
+                    "creating {kind} {ns}/{name} on cluster {cluster} failed: {}",
+                    crate::telemetry::shown(other)
                 ),
             },
         };
@@ -507,7 +508,7 @@ impl ReplicaActor {
                     Err(kube::Error::Api(e)) if e.code == 404 => {
                         tracing::warn!(%cluster, "cannot export services: the ServiceExport CRD (multicluster.x-k8s.io) is not installed");
                     }
-                    Err(e) => tracing::warn!(%cluster, error = %e, "{what} refused"),
+                    Err(e) => tracing::warn!(%cluster, error = %crate::telemetry::shown(&e), "{what} refused"),
                 }
             }
             .into_actor(self),
@@ -596,7 +597,7 @@ impl ReplicaActor {
                                 pod.metadata.uid.unwrap_or_default()
                             }
                             Ok(_) => return,
-                            Err(e) => return tracing::warn!(error = %e, "{what} refused"),
+                            Err(e) => return tracing::warn!(error = %crate::telemetry::shown(&e), "{what} refused"),
                         }
                     }
                 };
@@ -612,7 +613,7 @@ impl ReplicaActor {
                 {
                     Ok(_) => {}
                     Err(kube::Error::Api(e)) if e.code == 409 => {}
-                    Err(e) => tracing::warn!(error = %e, "{what} refused"),
+                    Err(e) => tracing::warn!(error = %crate::telemetry::shown(&e), "{what} refused"),
                 }
             }
             .into_actor(self),
@@ -636,7 +637,7 @@ impl ReplicaActor {
                 if let Err(e) =
                     call::call(Kind::Delete, backoff, &what, || api.delete(&name, &params)).await
                 {
-                    tracing::warn!(error = %e, "{what} refused");
+                    tracing::warn!(error = %crate::telemetry::shown(&e), "{what} refused");
                 }
             }
             .into_actor(self)

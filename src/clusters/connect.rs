@@ -109,7 +109,7 @@ pub async fn member_client(
             Err(e) => {
                 return Err(ConnectError::Read {
                     secret: secret_name,
-                    error: e.to_string(),
+                    error: crate::telemetry::shown(&e),
                 });
             }
         };

@@ -106,6 +106,10 @@ impl ClusterHandle {
 /// cluster is used.
 pub struct ClusterActor {
     handle: ClusterHandle,
+    /// The identity of the cluster the informer should see (member
+    /// clusters): a relist is checked against it before pods that vanished
+    /// from it are reported gone.
+    identity: Option<String>,
     synced: Option<watch::Sender<bool>>,
     informer: Option<tokio::task::JoinHandle<()>>,
     _alive: Alive,
@@ -146,12 +150,21 @@ impl ClusterActor {
         (
             ClusterActor {
                 handle: handle.clone(),
+                identity: None,
                 synced: Some(tx),
                 informer: None,
                 _alive: handle.metrics.alive(ActorKind::Cluster),
             },
             handle,
         )
+    }
+}
+
+impl ClusterActor {
+    /// The informer's relists are checked to come from the cluster of this
+    /// identity (`member_identity`) before a vanished pod is reported gone.
+    pub fn expect_identity(&mut self, identity: String) {
+        self.identity = Some(identity);
     }
 }
 
@@ -162,7 +175,11 @@ impl Actor for ClusterActor {
         let Some(synced) = self.synced.take() else {
             return;
         };
-        self.informer = Some(tokio::spawn(run_informer(self.handle.clone(), synced)));
+        self.informer = Some(tokio::spawn(run_informer(
+            self.handle.clone(),
+            self.identity.clone(),
+            synced,
+        )));
     }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
@@ -195,9 +212,39 @@ fn route(
     }
 }
 
+/// Whether a relist of `handle`'s cluster may report pods gone: it comes
+/// from the cluster of `identity` (when one is expected). A server that now
+/// is another cluster (its address moved, the credentials' server re-used)
+/// would list none of the jobs' pods, and they would count as deleted.
+enum Relist {
+    Trusted,
+    /// Who answered cannot be read now: the vanished pods stay in the cache
+    /// (a later relist reports them).
+    Unverified,
+    /// Another cluster answers: the informer stops (the probe refuses the
+    /// member, see `member_identity`).
+    OtherCluster(String),
+}
+
+async fn check_relist(handle: &ClusterHandle, identity: Option<&str>) -> Relist {
+    let Some(expected) = identity else {
+        return Relist::Trusted;
+    };
+    match super::probe::identity(&handle.client).await {
+        Ok(reached) if reached == expected => Relist::Trusted,
+        Ok(reached) => Relist::OtherCluster(reached),
+        Err(_) => Relist::Unverified,
+    }
+}
+
 /// Keeps the cache and routes changes; a relist replaces the cache and
-/// reports pods that vanished meanwhile as gone.
-async fn run_informer(handle: ClusterHandle, synced: watch::Sender<bool>) {
+/// reports pods that vanished meanwhile as gone (once the relist is known to
+/// come from the expected cluster, see [`check_relist`]).
+async fn run_informer(
+    handle: ClusterHandle,
+    identity: Option<String>,
+    synced: watch::Sender<bool>,
+) {
     let api: Api<ObservedPod> = Api::all(handle.client.clone());
     let config = watcher::Config::default().labels(MANAGED_SELECTOR);
     let mut events = watcher(api, config).default_backoff().boxed();
@@ -220,12 +267,22 @@ async fn run_informer(handle: ClusterHandle, synced: watch::Sender<bool>) {
             Ok(watcher::Event::InitDone) => {
                 let fresh: DashMap<PodKey, Arc<ObservedPod>> =
                     relisted.drain(..).map(|p| (pod_key(&p), p)).collect();
-                let vanished: Vec<PodKey> = handle
+                let mut vanished: Vec<PodKey> = handle
                     .pods
                     .iter()
                     .map(|e| e.key().clone())
                     .filter(|k| !fresh.contains_key(k))
                     .collect();
+                if !vanished.is_empty() {
+                    match check_relist(&handle, identity.as_deref()).await {
+                        Relist::Trusted => {}
+                        Relist::Unverified => vanished.clear(),
+                        Relist::OtherCluster(reached) => {
+                            tracing::warn!(cluster = %handle.name, expected = identity.as_deref().unwrap_or_default(), %reached, "the pod informer reached another cluster; it stops, and no pod counts as gone");
+                            return;
+                        }
+                    }
+                }
                 for key in vanished {
                     let gone = handle
                         .pods
@@ -241,7 +298,7 @@ async fn run_informer(handle: ClusterHandle, synced: watch::Sender<bool>) {
                 let _ = synced.send(true);
             }
             Err(e) => {
-                tracing::warn!(cluster = %handle.name, error = %e, "pod watch failed; retrying")
+                tracing::warn!(cluster = %handle.name, error = %crate::telemetry::shown_watch(&e), "pod watch failed; retrying")
             }
         }
     }

@@ -1,47 +1,88 @@
-//! The health probe of a member cluster, and the MemberCluster status it
-//! leads to.
+//! The health probe of a member cluster, which also reads who the cluster
+//! is, and the MemberCluster status it leads to.
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
+use kube::api::Api;
 
-use crate::api::{ClusterCondition, MemberClusterStatus, READY_CONDITION, reason};
+use crate::api::{ClusterCondition, ClusterIdentity, MemberClusterStatus, READY_CONDITION, reason};
 use crate::capacity::{self, Capacity};
 
 /// A probe slower than this counts as failed.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// What a probe found.
+/// The namespace whose uid is a cluster's identity (`member_identity`).
+pub const IDENTITY_NAMESPACE: &str = "kube-system";
+
+/// What a probe found: the identity of the cluster the client reaches, or
+/// why it did not answer (an error as `shown` shows it).
 #[derive(Debug, Clone)]
 pub struct Probe {
-    pub ready: bool,
-    pub message: String,
+    pub reached: Result<String, String>,
 }
 
-/// Asks the cluster's API server for its version, within `PROBE_TIMEOUT`.
+/// Reads the uid of the cluster's `kube-system` namespace, within
+/// `PROBE_TIMEOUT`: one request both says that the API server answers and
+/// which cluster it is.
 pub async fn probe(client: &Client) -> Probe {
-    let (ready, message) =
-        match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
-            Ok(Ok(_)) => (true, "the API server answers".to_string()),
-            Ok(Err(e)) => (false, format!("probe failed: {e}")),
-            Err(_) => (
-                false,
-                format!("no answer within {}s", PROBE_TIMEOUT.as_secs()),
-            ),
-        };
-    Probe { ready, message }
+    let reached = match tokio::time::timeout(PROBE_TIMEOUT, identity(client)).await {
+        Ok(answer) => answer,
+        Err(_) => Err(format!("no answer within {}s", PROBE_TIMEOUT.as_secs())),
+    };
+    Probe { reached }
+}
+
+/// The identity of the cluster `client` reaches: its `kube-system`
+/// namespace's uid.
+pub async fn identity(client: &Client) -> Result<String, String> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    match namespaces.get(IDENTITY_NAMESPACE).await {
+        Ok(namespace) => namespace.metadata.uid.ok_or_else(|| {
+            format!("namespace {IDENTITY_NAMESPACE} has no uid: not a Kubernetes API server")
+        }),
+        Err(e) => Err(format!(
+            "reading namespace {IDENTITY_NAMESPACE} (the cluster's identity): {}",
+            crate::telemetry::shown(&e)
+        )),
+    }
+}
+
+/// The Ready condition a member's status gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadyCondition<'a> {
+    pub ready: bool,
+    pub reason: &'a str,
+    pub message: &'a str,
+}
+
+impl<'a> ReadyCondition<'a> {
+    /// Ready (ProbeSucceeded) or not (ProbeFailed), with `message`.
+    pub fn probed(ready: bool, message: &'a str) -> ReadyCondition<'a> {
+        ReadyCondition {
+            ready,
+            reason: if ready {
+                reason::PROBE_SUCCEEDED
+            } else {
+                reason::PROBE_FAILED
+            },
+            message,
+        }
+    }
 }
 
 /// The MemberCluster status after a probe: the Ready condition keeps its
-/// transition time while its status holds.
+/// transition time while its status holds; the recorded identity is kept.
 pub fn member_status(
     previous: &MemberClusterStatus,
-    ready: bool,
-    message: &str,
+    readiness: &ReadyCondition,
+    identity: Option<ClusterIdentity>,
     capacity: Option<&Capacity>,
     now: Time,
 ) -> MemberClusterStatus {
+    let ready = readiness.ready;
     let status = if ready { "True" } else { "False" };
     let transition = previous
         .conditions
@@ -54,15 +95,8 @@ pub fn member_status(
             condition_type: READY_CONDITION.into(),
             status: status.into(),
             last_transition_time: Some(transition),
-            reason: Some(
-                if ready {
-                    reason::PROBE_SUCCEEDED
-                } else {
-                    reason::PROBE_FAILED
-                }
-                .into(),
-            ),
-            message: Some(message.into()),
+            reason: Some(readiness.reason.into()),
+            message: Some(readiness.message.into()),
         }],
         last_heartbeat_time: if ready {
             Some(now)
@@ -76,6 +110,7 @@ pub fn member_status(
             .map(|c| capacity::report(&c.free))
             .unwrap_or_else(|| previous.free.clone()),
         observed_generation: previous.observed_generation,
+        identity: identity.or_else(|| previous.identity.clone()),
     }
 }
 
@@ -89,17 +124,50 @@ mod tests {
 
     #[test]
     fn ready_keeps_its_transition_time_and_heartbeat_moves() {
-        let first = member_status(&MemberClusterStatus::default(), true, "ok", None, at(10));
-        let second = member_status(&first, true, "ok", None, at(20));
+        let ok = ReadyCondition::probed(true, "ok");
+        let first = member_status(&MemberClusterStatus::default(), &ok, None, None, at(10));
+        let second = member_status(&first, &ok, None, None, at(20));
         assert_eq!(second.conditions[0].last_transition_time, Some(at(10)));
         assert_eq!(second.last_heartbeat_time, Some(at(20)));
-        let lost = member_status(&second, false, "no answer", None, at(30));
+        let lost = member_status(
+            &second,
+            &ReadyCondition::probed(false, "no answer"),
+            None,
+            None,
+            at(30),
+        );
         assert_eq!(lost.conditions[0].status, "False");
         assert_eq!(lost.conditions[0].last_transition_time, Some(at(30)));
         assert_eq!(
             lost.last_heartbeat_time,
             Some(at(20)),
             "the last good heartbeat stays"
+        );
+    }
+
+    #[test]
+    fn the_recorded_identity_stays_once_written() {
+        let recorded = ClusterIdentity {
+            kube_system_uid: "uid-a".into(),
+        };
+        let ok = ReadyCondition::probed(true, "ok");
+        let first = member_status(
+            &MemberClusterStatus::default(),
+            &ok,
+            Some(recorded.clone()),
+            None,
+            at(10),
+        );
+        let refused = ReadyCondition {
+            ready: false,
+            reason: "ClusterIdentityChanged",
+            message: "refused",
+        };
+        let later = member_status(&first, &refused, None, None, at(20));
+        assert_eq!(later.identity, Some(recorded));
+        assert_eq!(
+            later.conditions[0].reason.as_deref(),
+            Some("ClusterIdentityChanged")
         );
     }
 }

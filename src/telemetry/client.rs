@@ -19,6 +19,34 @@ use super::Metrics;
 /// The User-Agent of every request the controller makes.
 pub const USER_AGENT: &str = concat!("tfjob-federator/", env!("CARGO_PKG_VERSION"));
 
+/// What of an API call's error may be shown in a status or a log line: the
+/// one place that decides (the rule is `crate::shown_error`'s: a
+/// Kubernetes `Status` by its code, reason and bounded message; an answer
+/// that is not one by its HTTP code and size, never its body). Errors
+/// without an answer (no connection, a timeout, TLS) carry no body and are
+/// shown as kube words them.
+pub fn shown(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => crate::shown_error::shown_status(status),
+        other => other.to_string(),
+    }
+}
+
+/// [`shown`] for a watch's errors.
+pub fn shown_watch(error: &kube::runtime::watcher::Error) -> String {
+    use kube::runtime::watcher::Error;
+    match error {
+        Error::InitialListFailed(e) => format!("listing failed: {}", shown(e)),
+        Error::WatchStartFailed(e) => format!("starting the watch failed: {}", shown(e)),
+        Error::WatchError(status) => format!(
+            "the API server ended the watch: {}",
+            crate::shown_error::shown_status(status)
+        ),
+        Error::WatchFailed(e) => format!("the watch failed: {}", shown(e)),
+        Error::NoResourceVersion => error.to_string(),
+    }
+}
+
 /// A client for `config` whose requests are counted under `cluster`.
 pub fn instrumented_client(
     config: kube::Config,
@@ -182,6 +210,33 @@ mod tests {
 
     fn resource_of(method: Method, uri: &str) -> &'static str {
         request_info(&method, &uri.parse().expect("a uri")).1
+    }
+
+    #[test]
+    fn an_answer_that_is_not_a_status_is_shown_by_code_and_size_in_every_wrapping() {
+        let page = "<html>stray-body</html>";
+        // What kube-client makes of such an answer (`handle_api_errors`).
+        let api = || {
+            kube::Error::Api(
+                kube::core::Status::failure(page, crate::shown_error::NOT_A_STATUS_REASON)
+                    .with_code(404)
+                    .boxed(),
+            )
+        };
+        use kube::runtime::watcher::Error as Watch;
+        let shown = [
+            shown(&api()),
+            shown_watch(&Watch::InitialListFailed(api())),
+            shown_watch(&Watch::WatchStartFailed(api())),
+            shown_watch(&Watch::WatchFailed(api())),
+        ];
+        for text in shown {
+            assert!(!text.contains("stray-body"), "{text}");
+            assert!(
+                text.contains("HTTP 404") && text.contains("23 bytes"),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ pub mod metrics;
 pub mod readiness;
 pub mod server;
 
-pub use client::instrumented_client;
+pub use client::{instrumented_client, shown, shown_watch};
 pub use metrics::{ActorKind, Metrics, PlacementOutcome};
 pub use readiness::{Readiness, Synced};
 pub use server::{MetricsServer, serve};
@@ -24,8 +24,15 @@ pub enum LogFormat {
 /// Installs the global subscriber; `default_level` (e.g. `info`) unless
 /// `RUST_LOG` says otherwise.
 pub fn init(format: LogFormat, default_level: &str) {
-    let filter =
+    let mut filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    // kube-client logs an error answer's whole body at debug level; a
+    // member's server may answer anything (see `shown`), so its debug lines
+    // stay out unless asked for by name.
+    let named = std::env::var("RUST_LOG").is_ok_and(|v| v.contains("kube_client"));
+    if !named && let Ok(quiet) = "kube_client::client=info".parse() {
+        filter = filter.add_directive(quiet);
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

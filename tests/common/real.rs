@@ -152,6 +152,9 @@ pub struct RealClusters {
     launcher: Launcher,
     turn: tokio::sync::Mutex<()>,
     controller_kubeconfig: tokio::sync::OnceCell<PathBuf>,
+    /// The member kubeconfig Secrets as `--register` wrote them (read
+    /// before any test changed one), by name.
+    registered_secrets: tokio::sync::OnceCell<Vec<(String, Value)>>,
 }
 
 pub fn repo_path(relative: &str) -> PathBuf {
@@ -192,6 +195,7 @@ impl RealClusters {
             launcher: Launcher::start(args).await,
             turn: tokio::sync::Mutex::new(()),
             controller_kubeconfig: tokio::sync::OnceCell::new(),
+            registered_secrets: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -396,6 +400,10 @@ pub async fn install_crds(client: &Client) {
     .await;
 }
 
+/// The label of what a test adds on home for a while (MemberClusters,
+/// Secrets): the clean slate removes it.
+pub const EXTRA_LABEL: &str = "test.federation.tfjob.io/extra";
+
 /// A name for `test` that no other run uses: lower case, at most 57
 /// characters (a DNS label with room for a suffix).
 pub fn unique_name(test: &str) -> String {
@@ -475,9 +483,56 @@ pub async fn clean_slate(clusters: &RealClusters, names: &[&str]) {
             .await;
         let _ = jobs.delete(&name, &Default::default()).await;
     }
+    // What a test added on home (MemberClusters and their Secrets, labelled
+    // as extras) goes; the member Secrets get back what `--register` wrote
+    // (a test points one at another cluster).
+    let members: Api<DynamicObject> = Api::all_with(home.clone(), &member_resource());
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(home.clone(), "tfjob-federator");
+    let extras = ListParams::default().labels(EXTRA_LABEL);
+    for member in members
+        .list(&extras)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        if let Some(name) = member.metadata.name {
+            let _ = members.delete(&name, &Default::default()).await;
+        }
+    }
+    for secret in secrets
+        .list(&extras)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        if let Some(name) = secret.metadata.name {
+            let _ = secrets.delete(&name, &Default::default()).await;
+        }
+    }
+    let registered = clusters
+        .registered_secrets
+        .get_or_init(async || {
+            let mut found = Vec::new();
+            for name in names.iter().filter(|n| **n != "home") {
+                if let Ok(secret) = secrets.get(name).await {
+                    found.push((name.to_string(), json!(secret.data)));
+                }
+            }
+            found
+        })
+        .await;
+    for (name, data) in registered {
+        let _ = secrets
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": data})),
+            )
+            .await;
+    }
     // MemberClusters as `--register` made them: earlier tests label them,
     // mark them unschedulable or export services.
-    let members: Api<DynamicObject> = Api::all_with(home.clone(), &member_resource());
     for member in members
         .list(&ListParams::default())
         .await

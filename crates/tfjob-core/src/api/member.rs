@@ -168,6 +168,22 @@ pub struct MemberClusterStatus {
     /// (e.g. `unschedulable` and `exportServices` apply from then on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Who the cluster is, recorded by the controller when it first
+    /// connected to it (see `member_identity`): the MemberCluster is used
+    /// only while its credentials reach this cluster. In the status because
+    /// only the controller writes there (`memberclusters/status`); whoever
+    /// may edit MemberClusters cannot move it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<ClusterIdentity>,
+}
+
+/// A cluster's identity.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ClusterIdentity {
+    /// The uid of the cluster's `kube-system` namespace: made with the
+    /// cluster, never changed, different in every cluster.
+    #[serde(rename = "kubeSystemUID")]
+    pub kube_system_uid: String,
 }
 
 impl MemberClusterStatus {
