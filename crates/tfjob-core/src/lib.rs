@@ -12,9 +12,11 @@ pub mod capacity;
 #[cfg(test)]
 mod fuzz;
 pub mod isolation;
+pub mod kube_names;
 pub mod lifecycle;
 pub mod observed;
 pub mod placement;
+pub mod pod_validation;
 pub use kube_quantity as quantity;
 pub mod signing;
 pub mod status;

@@ -24,9 +24,6 @@ pub use crate::api::reason::INVALID_SPEC as INVALID_SPEC_REASON;
 /// The longest DNS-1035 label (a Service name).
 const MAX_LABEL_LENGTH: usize = 63;
 
-/// The port name whose number the controller uses for TF_CONFIG.
-const TF_PORT_NAME: &str = "tfjob-port";
-
 /// One violated rule, e.g. `spec.replicaSpecs[0].replicas: Invalid value: -1: …`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldError {
@@ -296,32 +293,19 @@ fn check_template(template: &PodTemplate, path: &str, errors: &mut Errors) {
             return;
         }
     };
-    let containers = template
+    let has_main = template
         .spec
         .as_ref()
-        .map(|s| s.containers.as_slice())
-        .unwrap_or_default();
-    let Some((c, main)) = containers
-        .iter()
-        .enumerate()
-        .find(|(_, c)| c.name == TENSORFLOW_CONTAINER)
-    else {
+        .is_some_and(|s| s.containers.iter().any(|c| c.name == TENSORFLOW_CONTAINER));
+    if !has_main {
         errors.required(
             format!("{path}.spec.containers"),
             &format!("a container named {TENSORFLOW_CONTAINER:?} (the main container) is needed"),
         );
-        return;
-    };
-    for (p, port) in main.ports.iter().flatten().enumerate() {
-        if port.name.as_deref() == Some(TF_PORT_NAME) && !(1..=65535).contains(&port.container_port)
-        {
-            errors.invalid(
-                format!("{path}.spec.containers[{c}].ports[{p}].containerPort"),
-                port.container_port,
-                "must be between 1 and 65535, inclusive",
-            );
-        }
     }
+    errors
+        .0
+        .extend(crate::pod_validation::validate_template(&template, path));
 }
 
 /// Checks that each run-mode entry names a distinct replica type of the job.
@@ -718,7 +702,8 @@ mod tests {
         assert_eq!(
             errors_for(spec),
             [
-                "spec.replicaSpecs[1].template.spec.containers[1].ports[0].containerPort: Invalid value: 0: must be between 1 and 65535, inclusive"
+                "spec.replicaSpecs[1].template.spec.containers[1].image: Required value",
+                "spec.replicaSpecs[1].template.spec.containers[1].ports[0].containerPort: Required value",
             ]
         );
     }

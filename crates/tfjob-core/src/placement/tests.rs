@@ -306,6 +306,7 @@ fn members_run_only_what_their_namespace_pod_security_admits() {
     ];
     let mut privileges = crate::isolation::Privileges::default();
     privileges.add(
+        &Default::default(),
         &serde_json::from_value(serde_json::json!({"containers": [{"name": "tensorflow"}]}))
             .expect("a pod spec"),
     );
@@ -317,8 +318,13 @@ fn members_run_only_what_their_namespace_pod_security_admits() {
     let a = place(&job(2, 0, 1), &clusters, &policy).expect("member-2 admits it");
     assert!(a.values().all(|c| c == "member-2"), "{a:?}");
     let err = place(&job(9, 0, 2), &clusters, &policy).expect_err("too big for member-2");
-    let why = "enforces Pod Security \"restricted\": container tensorflow must set \
-               securityContext.allowPrivilegeEscalation=false";
+    let why = "enforces Pod Security \"restricted\": allowPrivilegeEscalation != false \
+               (container \"tensorflow\" must set securityContext.allowPrivilegeEscalation=false), \
+               unrestricted capabilities (container \"tensorflow\" must set \
+               securityContext.capabilities.drop=[\"ALL\"]), runAsNonRoot != true (pod or \
+               container \"tensorflow\" must set securityContext.runAsNonRoot=true), \
+               seccompProfile (pod or container \"tensorflow\" must set \
+               securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\")";
     assert_eq!(
         err.reasons.get("member-1").map(String::as_str),
         Some(format!("namespace ml {why}").as_str())
