@@ -632,6 +632,7 @@ impl Inner {
                 )));
             };
             rules::admit_pod(&mut obj, &stored.value());
+            self.validate_and_admit_pod(ty, ns, &name, &mut obj)?;
         }
         if self.object(&ty.id(), &key).is_some() {
             return Err(ApiError::already_exists(&target(ty, &name)));
@@ -1147,6 +1148,40 @@ fn depth(value: &Value) -> usize {
 
 /// A custom object against its CRD's schema and rules, on every write; any
 /// object against the depth the simulator stores.
+impl Inner {
+    /// What kube-apiserver does to a new pod after its mutating admission:
+    /// the pod strategy's AppArmor annotation sync, pod validation (422),
+    /// then PodSecurity admission by the namespace's labels (403).
+    fn validate_and_admit_pod(
+        &self,
+        ty: &ResourceType,
+        ns: &str,
+        name: &str,
+        pod: &mut Value,
+    ) -> ApiResult<()> {
+        super::pod_security::sync_app_armor(pod);
+        let causes = super::pod_validation::validate(pod);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid_causes(
+                &target(ty, name),
+                &ty.kind,
+                &causes,
+            ));
+        }
+        let labels = self
+            .object(NAMESPACE_TYPE, &(String::new(), ns.to_string()))
+            .map(|n| rules::string_map(n.value().pointer("/metadata/labels")))
+            .unwrap_or_default();
+        match super::pod_security::refusal(pod, name, &labels) {
+            Some(message) => Err(ApiError {
+                details: Some(json!({"name": name, "kind": "pods"})),
+                ..ApiError::forbidden(message)
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
 fn check_schema(
     ty: &ResourceType,
     version: &str,
