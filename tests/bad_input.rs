@@ -15,6 +15,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::operator::*;
+use common::real::job_resource;
 use kube::api::{DynamicObject, PostParams};
 use serde_json::{Value, json};
 use tfjob_federator::api::JobPhase;
@@ -399,4 +400,376 @@ async fn malformed_jobs_get_the_same_verdict_on_both_grounds() {
         differing.len()
     );
     assert!(differing.is_empty(), "{}", differing.join("\n"));
+}
+
+/// A pod template kube-apiserver refuses, by pod validation (422) or by
+/// the PodSecurity admission of a namespace enforcing `level` (403).
+struct PodCase {
+    name: &'static str,
+    level: &'static str,
+    template: Value,
+}
+
+fn tf_container(extra: Value) -> Value {
+    let mut c = container();
+    if let (Some(c), Some(extra)) = (c.as_object_mut(), extra.as_object()) {
+        c.extend(extra.clone());
+    }
+    c
+}
+
+/// A container that meets the `restricted` level.
+fn hardened(extra: Value) -> Value {
+    let mut context = json!({"allowPrivilegeEscalation": false, "runAsNonRoot": true,
+        "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}});
+    if let (Some(c), Some(extra)) = (context.as_object_mut(), extra.as_object()) {
+        c.extend(extra.clone());
+    }
+    tf_container(json!({"securityContext": context}))
+}
+
+/// The eight templates of issue 22's finding 3, then every other Pod
+/// Security check and pod-validation rule the controller checks.
+fn pod_cases() -> Vec<PodCase> {
+    let spec = |spec: Value| json!({"spec": spec});
+    let one = |c: Value| json!({"spec": {"containers": [c]}});
+    let case = |name, level, template| PodCase {
+        name,
+        level,
+        template,
+    };
+    vec![
+        case(
+            "two-tensorflow",
+            "baseline",
+            spec(json!({"containers": [container(), container()]})),
+        ),
+        case(
+            "apparmor-annotation",
+            "baseline",
+            json!({"metadata": {"annotations": {
+                "container.apparmor.security.beta.kubernetes.io/tensorflow": "unconfined"}},
+                "spec": {"containers": [container()]}}),
+        ),
+        case(
+            "apparmor-profile",
+            "baseline",
+            one(tf_container(
+                json!({"securityContext": {"appArmorProfile": {"type": "Unconfined"}}}),
+            )),
+        ),
+        case(
+            "selinux-type",
+            "baseline",
+            one(tf_container(
+                json!({"securityContext": {"seLinuxOptions": {"type": "spc_t"}}}),
+            )),
+        ),
+        case(
+            "selinux-user",
+            "baseline",
+            spec(json!({"securityContext": {"seLinuxOptions": {"user": "system_u", "role": "system_r"}},
+                "containers": [container()]})),
+        ),
+        case(
+            "host-process",
+            "baseline",
+            spec(json!({"hostNetwork": true,
+                "securityContext": {"windowsOptions": {"hostProcess": true}},
+                "containers": [container()]})),
+        ),
+        case(
+            "init-tensorflow",
+            "baseline",
+            spec(json!({"containers": [container()], "initContainers": [container()]})),
+        ),
+        case(
+            "no-image",
+            "baseline",
+            spec(json!({"containers": [container(), {"name": "sidecar"}]})),
+        ),
+        case(
+            "privileged",
+            "baseline",
+            one(tf_container(json!({"securityContext": {"privileged": true}}))),
+        ),
+        case(
+            "capabilities",
+            "baseline",
+            one(tf_container(
+                json!({"securityContext": {"capabilities": {"add": ["SYS_ADMIN", "NET_RAW"]}}}),
+            )),
+        ),
+        case(
+            "host-port",
+            "baseline",
+            one(tf_container(
+                json!({"ports": [{"containerPort": 2222, "hostPort": 2222}]}),
+            )),
+        ),
+        case(
+            "host-path",
+            "baseline",
+            spec(json!({"volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+                "containers": [container()]})),
+        ),
+        case(
+            "host-pid",
+            "baseline",
+            spec(json!({"hostPID": true, "hostIPC": true, "containers": [container()]})),
+        ),
+        case(
+            "sysctl",
+            "baseline",
+            spec(json!({"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "65536"}]},
+                "containers": [container()]})),
+        ),
+        case(
+            "seccomp",
+            "baseline",
+            spec(json!({"securityContext": {"seccompProfile": {"type": "Unconfined"}},
+                "containers": [container()]})),
+        ),
+        case(
+            "probe-host",
+            "baseline",
+            one(tf_container(
+                json!({"livenessProbe": {"tcpSocket": {"host": "10.0.0.1", "port": 2222}}}),
+            )),
+        ),
+        case(
+            "restricted-plain",
+            "restricted",
+            spec(json!({"containers": [container()]})),
+        ),
+        case(
+            "restricted-nfs",
+            "restricted",
+            spec(json!({"volumes": [{"name": "data", "nfs": {"server": "nfs", "path": "/"}}],
+                "containers": [hardened(json!({}))]})),
+        ),
+        case(
+            "restricted-root",
+            "restricted",
+            spec(json!({"securityContext": {"runAsUser": 0},
+                "containers": [hardened(json!({"capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE", "CHOWN"]}}))]})),
+        ),
+        case(
+            "container-name",
+            "baseline",
+            spec(json!({"containers": [container(), {"name": "Side_car", "image": "busybox"}]})),
+        ),
+        case(
+            "port-names",
+            "baseline",
+            one(tf_container(json!({"ports": [
+                {"name": "tfjob-port", "containerPort": 2222},
+                {"name": "tfjob-port", "containerPort": 2223},
+                {"name": "Metrics_Port", "containerPort": 9090, "protocol": "tcp"}]}))),
+        ),
+        case(
+            "volume-names",
+            "baseline",
+            spec(json!({"volumes": [{"name": "Data", "emptyDir": {}}],
+                "containers": [tf_container(json!({"volumeMounts": [{"name": "logs", "mountPath": "/logs"}]}))]})),
+        ),
+        case(
+            "host-process-alone",
+            "baseline",
+            one(tf_container(
+                json!({"securityContext": {"windowsOptions": {"hostProcess": true}}}),
+            )),
+        ),
+    ]
+}
+
+/// What a ground said of one pod-template case: the API server's answer to
+/// the plain pod (created, or its Status code, message and causes), and
+/// the controller's verdict on the job made of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PodVerdict {
+    pod: Result<(), (u16, String, BTreeSet<(String, String)>)>,
+    job: String,
+}
+
+/// The plain pod of a case, created with `dryRun=All` in `namespace`.
+async fn create_pod(client: &kube::Client, namespace: &str, case: &PodCase) -> PodVerdict {
+    let pods: kube::Api<DynamicObject> = kube::Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
+    );
+    let mut pod = case.template.clone();
+    pod["apiVersion"] = json!("v1");
+    pod["kind"] = json!("Pod");
+    pod["metadata"]["name"] = json!(case.name);
+    let pod: DynamicObject = serde_json::from_value(pod).expect("a pod");
+    let params = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let answer = match pods.create(&params, &pod).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) => Err((
+            status.code,
+            status.message.clone(),
+            status
+                .details
+                .iter()
+                .flat_map(|d| d.causes.iter())
+                .map(|c| (c.field.clone(), c.message.clone()))
+                .collect(),
+        )),
+        Err(e) => panic!("creating pod {}: {e}", case.name),
+    };
+    PodVerdict {
+        pod: answer,
+        job: String::new(),
+    }
+}
+
+/// A namespace of this name on a member, enforcing `level`.
+async fn enforcing_namespace(client: &kube::Client, name: &str, level: &str) {
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(client.clone());
+    let namespace = serde_json::from_value(json!({"metadata": {"name": name,
+        "labels": {"pod-security.kubernetes.io/enforce": level}}}))
+    .expect("a namespace");
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+    let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        kube::Api::namespaced(client.clone(), name);
+    eventually(&format!("the default ServiceAccount of {name}"), WAIT, async || {
+        accounts.get_opt("default").await.ok().flatten()
+    })
+    .await;
+}
+
+/// The job of a case, pinned to the members: Failed `InvalidSpec` (pod
+/// validation) or waiting because both members' namespaces refuse its pods.
+async fn job_verdict(jobs: &kube::Api<DynamicObject>, case: &PodCase) -> String {
+    let job = json!({
+        "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob",
+        "metadata": {"name": case.name},
+        "spec": {
+            "replicaSpecs": [{"type": "worker", "replicas": 1, "template": case.template}],
+            "scheduler": {"federation": {"clusterNames": ["member-1", "member-2"]}},
+        },
+    });
+    let job: DynamicObject = serde_json::from_value(job).expect("a job");
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .unwrap_or_else(|e| panic!("submitting job {}: {e}", case.name));
+    eventually(&format!("job {} refused or waiting", case.name), WAIT, async || {
+        let job = jobs.get(case.name).await.ok()?;
+        let conditions = job.data.pointer("/status/conditions")?.as_array()?;
+        let said = |kind: &str, reason: &str| {
+            conditions
+                .iter()
+                .find(|c| c["type"] == kind && c["reason"] == reason)
+                .and_then(|c| c["message"].as_str())
+                .map(|m| format!("{reason}: {m}"))
+        };
+        said("Failed", "InvalidSpec").or_else(|| said("Initialized", "WaitingForCapacity"))
+    })
+    .await
+}
+
+/// Every case's verdicts on one ground.
+async fn pod_verdicts(ground: Ground, cases: &[PodCase]) -> Vec<PodVerdict> {
+    let env = Setup::on(ground)
+        .members(&["member-1", "member-2"])
+        .json_jobs()
+        .own_namespace("pod-door")
+        .start()
+        .await;
+    let restricted = real::test_namespace(&env.client, "pod-door-r").await;
+    let namespace_of = |level: &str| match level {
+        "restricted" => restricted.clone(),
+        _ => env.namespace.clone(),
+    };
+    for member in ["member-1", "member-2"] {
+        enforcing_namespace(&env.clients[member], &env.namespace, "baseline").await;
+        enforcing_namespace(&env.clients[member], &restricted, "restricted").await;
+    }
+    let mut verdicts = Vec::new();
+    for case in cases {
+        let namespace = namespace_of(case.level);
+        let mut verdict = create_pod(&env.clients["member-1"], &namespace, case).await;
+        let jobs = kube::Api::namespaced_with(env.client.clone(), &namespace, &job_resource());
+        verdict.job = job_verdict(&jobs, case).await;
+        verdicts.push(verdict);
+    }
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(env.client.clone());
+    for member in ["member-1", "member-2"] {
+        let on_member: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+            kube::Api::all(env.clients[member].clone());
+        for namespace in [&env.namespace, &restricted] {
+            let _ = on_member.delete(namespace, &Default::default()).await;
+        }
+    }
+    let _ = namespaces.delete(&restricted, &Default::default()).await;
+    let problems = env.controller_problems();
+    assert!(problems.is_empty(), "the controller logged: {problems:?}");
+    verdicts
+}
+
+/// The controller's door and the API server agree: a template that pod
+/// validation refuses fails `InvalidSpec` with each of kube-apiserver's
+/// causes (under the template's path), and one that PodSecurity refuses
+/// waits with kube-apiserver's own words for why; and both grounds give
+/// the same answers to the plain pods and the same verdicts on the jobs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_templates_get_the_api_servers_verdict_on_both_grounds() {
+    let cases = pod_cases();
+    let on_sim = pod_verdicts(Ground::Sim, &cases).await;
+    let on_real = pod_verdicts(Ground::Real, &cases).await;
+    let mut problems = Vec::new();
+    for ((case, sim), real) in cases.iter().zip(&on_sim).zip(&on_real) {
+        if sim != real {
+            problems.push(format!(
+                "{}: the grounds differ\n  sim:  {sim:?}\n  real: {real:?}",
+                case.name
+            ));
+        }
+        match &real.pod {
+            Ok(()) => problems.push(format!("{}: kube-apiserver admitted the pod", case.name)),
+            Err((422, _, causes)) => {
+                for (field, message) in causes {
+                    let ours = format!("spec.replicaSpecs[0].template.{field}: {message}");
+                    if !real.job.starts_with("InvalidSpec") || !real.job.contains(&ours) {
+                        problems.push(format!(
+                            "{}: the job's verdict lacks {ours:?}: {}",
+                            case.name, real.job
+                        ));
+                    }
+                }
+            }
+            Err((403, message, _)) => {
+                let why = message
+                    .split_once(":latest\": ")
+                    .map(|(_, why)| why)
+                    .unwrap_or(message);
+                let ours = format!("enforces Pod Security \"{}\": {why}", case.level);
+                if !real.job.starts_with("WaitingForCapacity") || !real.job.contains(&ours) {
+                    problems.push(format!(
+                        "{}: the job's verdict lacks {ours:?}: {}",
+                        case.name, real.job
+                    ));
+                }
+            }
+            Err(other) => problems.push(format!("{}: {other:?}", case.name)),
+        }
+    }
+    println!(
+        "{} pod templates: {} refused by pod validation, {} by PodSecurity; {} problems",
+        cases.len(),
+        on_real.iter().filter(|v| matches!(v.pod, Err((422, ..)))).count(),
+        on_real.iter().filter(|v| matches!(v.pod, Err((403, ..)))).count(),
+        problems.len()
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
