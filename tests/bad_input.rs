@@ -18,7 +18,8 @@ use common::operator::*;
 use common::real::job_resource;
 use kube::api::{DynamicObject, PostParams};
 use serde_json::{Value, json};
-use tfjob_federator::api::JobPhase;
+use tfjob_federator::api::{JobPhase, PodSecurityLevel};
+use tfjob_federator::isolation;
 
 /// What happened to one malformed job on one ground.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +132,13 @@ fn replica_mistakes() -> Vec<Mistake> {
         ("template.spec.containers[0].ports[0].containerPort", |r| {
             r["template"]["spec"]["containers"][0]["ports"] =
                 json!([{"name": "tfjob-port", "containerPort": 70000}])
+        }),
+        // Issue 22: what kube-apiserver's pod validation refuses.
+        ("template.spec.containers[1].name", |r| {
+            r["template"]["spec"]["containers"] = json!([container(), container()])
+        }),
+        ("template.spec.containers[1].image", |r| {
+            r["template"]["spec"]["containers"] = json!([container(), {"name": "sidecar"}])
         }),
     ]
 }
@@ -246,6 +254,38 @@ fn spec_mistakes() -> Vec<Mistake> {
             j["metadata"]["name"] = json!(format!("long-{}", "n".repeat(50)))
         }),
         ("metadata.name", |j| j["metadata"]["name"] = json!("9lives")),
+        // Issue 22: weights beyond 0–100, names and selectors that can
+        // never match, and the job-size bound.
+        ("spec.scheduler.federation.weights", |j| {
+            j["spec"]["scheduler"] =
+                json!({"federation": {"strategy": "Weighted", "weights": {"member-1": 101}}})
+        }),
+        ("spec.scheduler.federation.clusterNames[0]", |j| {
+            j["spec"]["scheduler"] = json!({"federation": {"clusterNames": ["Member-1"]}})
+        }),
+        ("spec.scheduler.federation.clusterSelector.matchLabels", |j| {
+            j["spec"]["scheduler"] =
+                json!({"federation": {"clusterSelector": {"matchLabels": {"gpu type": "a100"}}}})
+        }),
+        (
+            "spec.scheduler.federation.clusterSelector.matchExpressions[0].key",
+            |j| {
+                j["spec"]["scheduler"] = json!({"federation": {"clusterSelector": {
+                    "matchExpressions": [{"key": "zone/", "operator": "Exists"}]}}})
+            },
+        ),
+        ("spec.replicaSpecs", |j| {
+            j["spec"]["replicaSpecs"] = json!([
+                replica_spec("chief", 1),
+                replica_spec("worker", 1000),
+                replica_spec("ps", 1000)
+            ])
+        }),
+        ("spec.replicaSpecs", |j| {
+            let mut worker = replica_spec("worker", 400);
+            worker["template"]["metadata"]["annotations"]["notes"] = json!("x".repeat(50_000));
+            j["spec"]["replicaSpecs"] = json!([worker])
+        }),
     ]
 }
 
@@ -699,7 +739,11 @@ async fn pod_verdicts(ground: Ground, cases: &[PodCase]) -> Vec<PodVerdict> {
         let namespace = namespace_of(case.level);
         let mut verdict = create_pod(&env.clients["member-1"], &namespace, case).await;
         let jobs = kube::Api::namespaced_with(env.client.clone(), &namespace, &job_resource());
-        verdict.job = job_verdict(&jobs, case).await;
+        // The namespaces' names are the ground's own.
+        verdict.job = job_verdict(&jobs, case)
+            .await
+            .replace(&restricted, "<restricted namespace>")
+            .replace(&env.namespace, "<baseline namespace>");
         verdicts.push(verdict);
     }
     let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
@@ -753,10 +797,32 @@ async fn pod_templates_get_the_api_servers_verdict_on_both_grounds() {
                     .split_once(":latest\": ")
                     .map(|(_, why)| why)
                     .unwrap_or(message);
-                let ours = format!("enforces Pod Security \"{}\": {why}", case.level);
-                if !real.job.starts_with("WaitingForCapacity") || !real.job.contains(&ours) {
+                // The controller's own check says what kube-apiserver says.
+                let level = match case.level {
+                    "restricted" => PodSecurityLevel::Restricted,
+                    _ => PodSecurityLevel::Baseline,
+                };
+                let template: k8s_openapi::api::core::v1::PodTemplateSpec =
+                    serde_json::from_value(case.template.clone()).expect("a template");
+                let ours = isolation::pod_security_refusal(
+                    level,
+                    &template.metadata.unwrap_or_default(),
+                    &template.spec.unwrap_or_default(),
+                );
+                if ours.as_deref() != Some(why) {
                     problems.push(format!(
-                        "{}: the job's verdict lacks {ours:?}: {}",
+                        "{}: the controller's Pod Security check says {ours:?}, kube-apiserver {why:?}",
+                        case.name
+                    ));
+                }
+                // The job waits: the members' namespaces refuse its pods, or
+                // (checked first) the members' podPolicy does.
+                let refused = format!("enforces Pod Security \"{}\": {why}", case.level);
+                if !real.job.starts_with("WaitingForCapacity")
+                    || !(real.job.contains(&refused) || real.job.contains("(spec.podPolicy."))
+                {
+                    problems.push(format!(
+                        "{}: the job's verdict lacks {refused:?}: {}",
                         case.name, real.job
                     ));
                 }

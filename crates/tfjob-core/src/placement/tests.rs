@@ -286,6 +286,31 @@ fn eligibility_honours_names_selector_and_unschedulable() {
     );
 }
 
+/// Issue 22: a `clusterNames` entry that names no registered cluster once
+/// waited under "waiting for capacity" as if the cluster were full; the
+/// reason now says the name is unknown (the job runs once a member of
+/// that name registers).
+#[test]
+fn an_unknown_cluster_name_is_said_to_be_unknown() {
+    let clusters = vec![cluster("home", 4, 4), cluster("member-1", 4, 4)];
+    let policy = Policy {
+        names: vec!["member-9".into()],
+        ..Policy::default()
+    };
+    let err = place(&job(1, 0, 1), &clusters, &policy).expect_err("no such cluster");
+    assert_eq!(
+        err.reasons.get("member-9").map(String::as_str),
+        Some(super::eligibility::UNKNOWN_CLUSTER)
+    );
+    assert!(err.to_string().contains("member-9: unknown cluster"), "{err}");
+    let policy = Policy {
+        names: vec!["member-9".into(), "member-1".into()],
+        ..Policy::default()
+    };
+    let a = place(&job(1, 0, 1), &clusters, &policy).expect("member-1 is named too");
+    assert!(a.values().all(|c| c == "member-1"), "{a:?}");
+}
+
 #[test]
 fn members_run_only_what_their_namespace_pod_security_admits() {
     use crate::api::PodSecurityLevel;
