@@ -256,17 +256,22 @@ fn spec_mistakes() -> Vec<Mistake> {
         ("metadata.name", |j| j["metadata"]["name"] = json!("9lives")),
         // Issue 22: weights beyond 0–100, names and selectors that can
         // never match, and the job-size bound.
-        ("spec.scheduler.federation.weights", |j| {
-            j["spec"]["scheduler"] =
-                json!({"federation": {"strategy": "Weighted", "weights": {"member-1": 101}}})
-        }),
+        (
+            "spec.scheduler.federation.weights",
+            |j| {
+                j["spec"]["scheduler"] =
+                    json!({"federation": {"strategy": "Weighted", "weights": {"member-1": 101}}})
+            },
+        ),
         ("spec.scheduler.federation.clusterNames[0]", |j| {
             j["spec"]["scheduler"] = json!({"federation": {"clusterNames": ["Member-1"]}})
         }),
-        ("spec.scheduler.federation.clusterSelector.matchLabels", |j| {
-            j["spec"]["scheduler"] =
-                json!({"federation": {"clusterSelector": {"matchLabels": {"gpu type": "a100"}}}})
-        }),
+        (
+            "spec.scheduler.federation.clusterSelector.matchLabels",
+            |j| {
+                j["spec"]["scheduler"] = json!({"federation": {"clusterSelector": {"matchLabels": {"gpu type": "a100"}}}})
+            },
+        ),
         (
             "spec.scheduler.federation.clusterSelector.matchExpressions[0].key",
             |j| {
@@ -508,8 +513,10 @@ fn pod_cases() -> Vec<PodCase> {
         case(
             "selinux-user",
             "baseline",
-            spec(json!({"securityContext": {"seLinuxOptions": {"user": "system_u", "role": "system_r"}},
-                "containers": [container()]})),
+            spec(
+                json!({"securityContext": {"seLinuxOptions": {"user": "system_u", "role": "system_r"}},
+                "containers": [container()]}),
+            ),
         ),
         case(
             "host-process",
@@ -531,7 +538,9 @@ fn pod_cases() -> Vec<PodCase> {
         case(
             "privileged",
             "baseline",
-            one(tf_container(json!({"securityContext": {"privileged": true}}))),
+            one(tf_container(
+                json!({"securityContext": {"privileged": true}}),
+            )),
         ),
         case(
             "capabilities",
@@ -550,8 +559,10 @@ fn pod_cases() -> Vec<PodCase> {
         case(
             "host-path",
             "baseline",
-            spec(json!({"volumes": [{"name": "root", "hostPath": {"path": "/"}}],
-                "containers": [container()]})),
+            spec(
+                json!({"volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+                "containers": [container()]}),
+            ),
         ),
         case(
             "host-pid",
@@ -561,14 +572,18 @@ fn pod_cases() -> Vec<PodCase> {
         case(
             "sysctl",
             "baseline",
-            spec(json!({"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "65536"}]},
-                "containers": [container()]})),
+            spec(
+                json!({"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "65536"}]},
+                "containers": [container()]}),
+            ),
         ),
         case(
             "seccomp",
             "baseline",
-            spec(json!({"securityContext": {"seccompProfile": {"type": "Unconfined"}},
-                "containers": [container()]})),
+            spec(
+                json!({"securityContext": {"seccompProfile": {"type": "Unconfined"}},
+                "containers": [container()]}),
+            ),
         ),
         case(
             "probe-host",
@@ -585,8 +600,10 @@ fn pod_cases() -> Vec<PodCase> {
         case(
             "restricted-nfs",
             "restricted",
-            spec(json!({"volumes": [{"name": "data", "nfs": {"server": "nfs", "path": "/"}}],
-                "containers": [hardened(json!({}))]})),
+            spec(
+                json!({"volumes": [{"name": "data", "nfs": {"server": "nfs", "path": "/"}}],
+                "containers": [hardened(json!({}))]}),
+            ),
         ),
         case(
             "restricted-root",
@@ -681,9 +698,11 @@ async fn enforcing_namespace(client: &kube::Client, name: &str, level: &str) {
         .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
     let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
         kube::Api::namespaced(client.clone(), name);
-    eventually(&format!("the default ServiceAccount of {name}"), WAIT, async || {
-        accounts.get_opt("default").await.ok().flatten()
-    })
+    eventually(
+        &format!("the default ServiceAccount of {name}"),
+        WAIT,
+        async || accounts.get_opt("default").await.ok().flatten(),
+    )
     .await;
 }
 
@@ -702,18 +721,22 @@ async fn job_verdict(jobs: &kube::Api<DynamicObject>, case: &PodCase) -> String 
     jobs.create(&PostParams::default(), &job)
         .await
         .unwrap_or_else(|e| panic!("submitting job {}: {e}", case.name));
-    eventually(&format!("job {} refused or waiting", case.name), WAIT, async || {
-        let job = jobs.get(case.name).await.ok()?;
-        let conditions = job.data.pointer("/status/conditions")?.as_array()?;
-        let said = |kind: &str, reason: &str| {
-            conditions
-                .iter()
-                .find(|c| c["type"] == kind && c["reason"] == reason)
-                .and_then(|c| c["message"].as_str())
-                .map(|m| format!("{reason}: {m}"))
-        };
-        said("Failed", "InvalidSpec").or_else(|| said("Initialized", "WaitingForCapacity"))
-    })
+    eventually(
+        &format!("job {} refused or waiting", case.name),
+        WAIT,
+        async || {
+            let job = jobs.get(case.name).await.ok()?;
+            let conditions = job.data.pointer("/status/conditions")?.as_array()?;
+            let said = |kind: &str, reason: &str| {
+                conditions
+                    .iter()
+                    .find(|c| c["type"] == kind && c["reason"] == reason)
+                    .and_then(|c| c["message"].as_str())
+                    .map(|m| format!("{reason}: {m}"))
+            };
+            said("Failed", "InvalidSpec").or_else(|| said("Initialized", "WaitingForCapacity"))
+        },
+    )
     .await
 }
 
@@ -833,8 +856,14 @@ async fn pod_templates_get_the_api_servers_verdict_on_both_grounds() {
     println!(
         "{} pod templates: {} refused by pod validation, {} by PodSecurity; {} problems",
         cases.len(),
-        on_real.iter().filter(|v| matches!(v.pod, Err((422, ..)))).count(),
-        on_real.iter().filter(|v| matches!(v.pod, Err((403, ..)))).count(),
+        on_real
+            .iter()
+            .filter(|v| matches!(v.pod, Err((422, ..))))
+            .count(),
+        on_real
+            .iter()
+            .filter(|v| matches!(v.pod, Err((403, ..))))
+            .count(),
         problems.len()
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));

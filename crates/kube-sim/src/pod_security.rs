@@ -127,7 +127,11 @@ pub fn sync_app_armor(pod: &mut Value) {
 
 /// The 403 message for a pod that fails its namespace's level; None if
 /// admitted.
-pub fn refusal(pod: &Value, name: &str, namespace_labels: &BTreeMap<String, String>) -> Option<String> {
+pub fn refusal(
+    pod: &Value,
+    name: &str,
+    namespace_labels: &BTreeMap<String, String>,
+) -> Option<String> {
     let policy = policy(namespace_labels);
     let failed = failed_checks(pod, policy.level, policy.minor);
     (!failed.is_empty()).then(|| {
@@ -157,7 +161,9 @@ fn failed_checks(pod: &Value, level: Level, minor: u32) -> Vec<String> {
         (true, true, host_ports),
         (minor >= 34, minor >= 34, probe_hosts),
         (true, true, privileged),
-        (true, !procmount_restricted, |p| proc_mount(p, p.minor >= 35)),
+        (true, !procmount_restricted, |p| {
+            proc_mount(p, p.minor >= 35)
+        }),
         (true, true, se_linux),
         (true, false, |p| seccomp(p, false)),
         (true, true, sysctls),
@@ -172,7 +178,13 @@ fn failed_checks(pod: &Value, level: Level, minor: u32) -> Vec<String> {
     ];
     checks
         .iter()
-        .filter(|(baseline, at_restricted, _)| if restricted { *at_restricted } else { *baseline })
+        .filter(|(baseline, at_restricted, _)| {
+            if restricted {
+                *at_restricted
+            } else {
+                *baseline
+            }
+        })
         .filter_map(|(_, _, check)| check(&view))
         .map(|(reason, detail)| {
             if detail.is_empty() {
@@ -195,11 +207,18 @@ struct Pod<'a> {
 impl<'a> Pod<'a> {
     fn new(pod: &'a Value, minor: u32) -> Pod<'a> {
         let spec = &pod["spec"];
-        let listed = |key: &str| spec.get(key).and_then(Value::as_array).into_iter().flatten();
+        let listed = |key: &str| {
+            spec.get(key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+        };
         Pod {
             annotations: crate::rules::string_map(pod.pointer("/metadata/annotations")),
             spec,
-            containers: listed("initContainers").chain(listed("containers")).collect(),
+            containers: listed("initContainers")
+                .chain(listed("containers"))
+                .collect(),
             minor,
         }
     }
@@ -262,7 +281,9 @@ fn app_armor(p: &Pod) -> Option<(String, String)> {
     let allowed = |t: &str| t == "RuntimeDefault" || t == "Localhost";
     let mut setters = Vec::new();
     let mut values = BTreeSet::new();
-    if let Some(t) = p.pod_context("/appArmorProfile/type").and_then(Value::as_str)
+    if let Some(t) = p
+        .pod_context("/appArmorProfile/type")
+        .and_then(Value::as_str)
         && !allowed(t)
     {
         setters.push("pod".to_string());
@@ -365,9 +386,8 @@ fn capabilities(p: &Pod, restricted: bool) -> Option<(String, String)> {
     if !restricted {
         return refused("non-default capabilities", adding_detail?);
     }
-    let no_drop_all = p.picked(|c| {
-        (!strings(context(c, "/capabilities/drop")).contains(&"ALL")).then_some(())
-    });
+    let no_drop_all =
+        p.picked(|c| (!strings(context(c, "/capabilities/drop")).contains(&"ALL")).then_some(()));
     let mut details = Vec::new();
     if !no_drop_all.is_empty() {
         details.push(format!(
@@ -493,12 +513,17 @@ fn probe_hosts(p: &Pod) -> Option<(String, String)> {
 }
 
 fn privileged(p: &Pod) -> Option<(String, String)> {
-    let bad = p.picked(|c| (context(c, "/privileged").and_then(Value::as_bool) == Some(true)).then_some(()));
+    let bad = p.picked(|c| {
+        (context(c, "/privileged").and_then(Value::as_bool) == Some(true)).then_some(())
+    });
     (!bad.is_empty())
         .then(|| {
             refused(
                 "privileged",
-                format!("{} must not set securityContext.privileged=true", named(&bad)),
+                format!(
+                    "{} must not set securityContext.privileged=true",
+                    named(&bad)
+                ),
             )
         })
         .flatten()
@@ -529,8 +554,10 @@ fn proc_mount(p: &Pod, relaxed_in_user_namespace: bool) -> Option<(String, Strin
 
 fn se_linux(p: &Pod) -> Option<(String, String)> {
     let allowed_type = |t: &str| {
-        matches!(t, "" | "container_t" | "container_init_t" | "container_kvm_t")
-            || (p.minor >= 31 && t == "container_engine_t")
+        matches!(
+            t,
+            "" | "container_t" | "container_init_t" | "container_kvm_t"
+        ) || (p.minor >= 31 && t == "container_engine_t")
     };
     let mut types = BTreeSet::new();
     let mut user = false;
@@ -664,8 +691,11 @@ const SYSCTLS_SINCE: [(u32, &str); 14] = [
 ];
 
 fn sysctls(p: &Pod) -> Option<(String, String)> {
-    let allowed =
-        |name: &str| SYSCTLS_SINCE.iter().any(|(since, s)| *s == name && p.minor >= *since);
+    let allowed = |name: &str| {
+        SYSCTLS_SINCE
+            .iter()
+            .any(|(since, s)| *s == name && p.minor >= *since)
+    };
     let forbidden: Vec<&str> = p
         .pod_context("/sysctls")
         .and_then(Value::as_array)
@@ -681,7 +711,10 @@ fn sysctls(p: &Pod) -> Option<(String, String)> {
 
 fn host_process(p: &Pod) -> Option<(String, String)> {
     let mut setters = Vec::new();
-    if p.pod_context("/windowsOptions/hostProcess").and_then(Value::as_bool) == Some(true) {
+    if p.pod_context("/windowsOptions/hostProcess")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
         setters.push("pod".to_string());
     }
     let bad = p.picked(|c| {
@@ -824,9 +857,8 @@ fn run_as_non_root(p: &Pod) -> Option<(String, String)> {
             ),
         );
     }
-    let implicit = p.picked(|c| {
-        (context(c, "/runAsNonRoot").is_none() && pod != Some(true)).then_some(())
-    });
+    let implicit =
+        p.picked(|c| (context(c, "/runAsNonRoot").is_none() && pod != Some(true)).then_some(()));
     (!implicit.is_empty())
         .then(|| {
             refused(
@@ -848,7 +880,8 @@ fn run_as_user(p: &Pod) -> Option<(String, String)> {
     if p.pod_context("/runAsUser").and_then(Value::as_i64) == Some(0) {
         setters.push("pod".to_string());
     }
-    let bad = p.picked(|c| (context(c, "/runAsUser").and_then(Value::as_i64) == Some(0)).then_some(()));
+    let bad =
+        p.picked(|c| (context(c, "/runAsUser").and_then(Value::as_i64) == Some(0)).then_some(()));
     if !bad.is_empty() {
         setters.push(named(&bad));
     }
@@ -898,13 +931,18 @@ mod tests {
         assert_eq!(refusal(&pod, "p", &labels("baseline", Some("v1.32"))), None);
         assert_eq!(
             refusal(&pod, "p", &labels("baseline", Some("v1.31"))).as_deref(),
-            Some("pods \"p\" is forbidden: violates PodSecurity \"baseline:v1.31\": forbidden sysctls (net.ipv4.tcp_rmem)")
+            Some(
+                "pods \"p\" is forbidden: violates PodSecurity \"baseline:v1.31\": forbidden sysctls (net.ipv4.tcp_rmem)"
+            )
         );
         assert_eq!(
-            refusal(&json!({"spec": {"containers": [{"name": "c", "image": "i",
+            refusal(
+                &json!({"spec": {"containers": [{"name": "c", "image": "i",
                 "securityContext": {"allowPrivilegeEscalation": false, "runAsNonRoot": true,
                     "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}}]}}),
-                "p", &labels("Restricted", Some("v1.030"))),
+                "p",
+                &labels("Restricted", Some("v1.030"))
+            ),
             None,
             "an unknown level is restricted, an unknown version latest"
         );

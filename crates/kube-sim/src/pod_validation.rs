@@ -108,7 +108,11 @@ impl Causes {
     }
 
     fn duplicate(&mut self, field: &str, value: &str) {
-        self.push(DUPLICATE, field, format!("Duplicate value: {}", quoted(value)));
+        self.push(
+            DUPLICATE,
+            field,
+            format!("Duplicate value: {}", quoted(value)),
+        );
     }
 }
 
@@ -305,12 +309,7 @@ fn volumes(spec: &Value, causes: &mut Causes) -> BTreeSet<String> {
     valid
 }
 
-fn check_container(
-    container: &Value,
-    path: &str,
-    volumes: &BTreeSet<String>,
-    causes: &mut Causes,
-) {
+fn check_container(container: &Value, path: &str, volumes: &BTreeSet<String>, causes: &mut Causes) {
     let name = str_of(container, "name");
     let name_path = format!("{path}.name");
     if name.is_empty() {
@@ -342,9 +341,11 @@ fn check_container(
         let field = format!("{port_path}.containerPort");
         match number("containerPort") {
             0 => causes.required(&field, ""),
-            p if !(1..=65535).contains(&p) => {
-                causes.invalid(&field, &p.to_string(), "must be between 1 and 65535, inclusive")
-            }
+            p if !(1..=65535).contains(&p) => causes.invalid(
+                &field,
+                &p.to_string(),
+                "must be between 1 and 65535, inclusive",
+            ),
             _ => {}
         }
         let host_port = number("hostPort");
@@ -372,7 +373,10 @@ fn check_container(
         let env_name = str_of(env, "name");
         if env_name.is_empty() {
             causes.required(&field, "");
-        } else if !env_name.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'=') {
+        } else if !env_name
+            .bytes()
+            .all(|b| (0x20..0x7f).contains(&b) && b != b'=')
+        {
             causes.invalid(
                 &field,
                 &quoted(env_name),
@@ -398,7 +402,11 @@ fn check_container(
         if at.is_empty() {
             causes.required(&format!("{mount_path}.mountPath"), "");
         } else if !mount_paths.insert(at) {
-            causes.invalid(&format!("{mount_path}.mountPath"), &quoted(at), "must be unique");
+            causes.invalid(
+                &format!("{mount_path}.mountPath"),
+                &quoted(at),
+                "must be unique",
+            );
         }
     }
 }
@@ -432,7 +440,9 @@ fn host_process(spec: &Value, causes: &mut Causes) {
             causes.invalid(
                 &format!("{path}.securityContext.windowsOptions.hostProcess"),
                 &own.to_string(),
-                &format!("pod hostProcess value must be identical if both are specified, was {pod}"),
+                &format!(
+                    "pod hostProcess value must be identical if both are specified, was {pod}"
+                ),
             );
         }
         if own.or(pod) == Some(true) {
@@ -490,9 +500,11 @@ mod tests {
             ]
         );
         assert_eq!(
-            messages(json!({"spec": {"containers": [{"name": "tensorflow", "image": "tf",
+            messages(
+                json!({"spec": {"containers": [{"name": "tensorflow", "image": "tf",
                 "ports": [{"name": "p", "containerPort": 1}, {"name": "p", "containerPort": 70000, "protocol": "tcp"}],
-                "volumeMounts": [{"name": "data", "mountPath": "/d"}]}]}})),
+                "volumeMounts": [{"name": "data", "mountPath": "/d"}]}]}})
+            ),
             [
                 r#"spec.containers[0].ports[1].name: Duplicate value: "p""#,
                 "spec.containers[0].ports[1].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
@@ -500,6 +512,9 @@ mod tests {
                 r#"spec.containers[0].volumeMounts[0].name: Not found: "data""#,
             ]
         );
-        assert_eq!(messages(json!({"spec": {}})), ["spec.containers: Required value"]);
+        assert_eq!(
+            messages(json!({"spec": {}})),
+            ["spec.containers: Required value"]
+        );
     }
 }

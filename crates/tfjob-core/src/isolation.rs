@@ -89,8 +89,7 @@ impl Privileges {
             self.tolerates_every_taint = true;
         }
         if self.breaks_baseline.is_none() {
-            self.breaks_baseline =
-                pod_security_refusal(PodSecurityLevel::Baseline, metadata, spec);
+            self.breaks_baseline = pod_security_refusal(PodSecurityLevel::Baseline, metadata, spec);
         }
         if self.breaks_restricted.is_none() {
             self.breaks_restricted =
@@ -654,7 +653,10 @@ fn host_probes_and_lifecycle(pod: &PodView) -> Option<Violation> {
                 .into_iter()
                 .flatten()
             {
-                found.extend(hosts(handler.http_get.as_ref(), handler.tcp_socket.as_ref()));
+                found.extend(hosts(
+                    handler.http_get.as_ref(),
+                    handler.tcp_socket.as_ref(),
+                ));
             }
         }
         if !found.is_empty() {
@@ -684,7 +686,9 @@ fn host_probes_and_lifecycle(pod: &PodView) -> Option<Violation> {
 }
 
 fn privileged(pod: &PodView) -> Option<Violation> {
-    let containers = bad_containers(pod, |c| context_of(c).and_then(|s| s.privileged) == Some(true));
+    let containers = bad_containers(pod, |c| {
+        context_of(c).and_then(|s| s.privileged) == Some(true)
+    });
     if containers.is_empty() {
         return None;
     }
@@ -1073,8 +1077,9 @@ fn run_as_non_root(pod: &PodView) -> Option<Violation> {
     if pod_value == Some(false) {
         setters.push("pod".to_string());
     }
-    let explicit =
-        bad_containers(pod, |c| context_of(c).and_then(|s| s.run_as_non_root) == Some(false));
+    let explicit = bad_containers(pod, |c| {
+        context_of(c).and_then(|s| s.run_as_non_root) == Some(false)
+    });
     let implicit = bad_containers(pod, |c| {
         context_of(c).and_then(|s| s.run_as_non_root).is_none() && pod_value != Some(true)
     });
@@ -1110,7 +1115,9 @@ fn run_as_user(pod: &PodView) -> Option<Violation> {
     if pod.pod_context().and_then(|c| c.run_as_user) == Some(0) {
         setters.push("pod".to_string());
     }
-    let containers = bad_containers(pod, |c| context_of(c).and_then(|s| s.run_as_user) == Some(0));
+    let containers = bad_containers(pod, |c| {
+        context_of(c).and_then(|s| s.run_as_user) == Some(0)
+    });
     if !containers.is_empty() {
         setters.push(containers_named(&containers));
     }

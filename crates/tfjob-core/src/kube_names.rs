@@ -31,7 +31,11 @@ pub fn max_len_error(length: usize) -> String {
 
 /// kube's `RegexError`: the message, examples and the regular expression.
 fn regex_error(message: &str, format: &str, examples: &[&str]) -> String {
-    let examples: String = examples.iter().map(|e| format!("'{e}', ")).collect::<Vec<_>>().join(" or ");
+    let examples: String = examples
+        .iter()
+        .map(|e| format!("'{e}', "))
+        .collect::<Vec<_>>()
+        .join(" or ");
     if examples.is_empty() {
         format!("{message} (regex used for validation is '{format}')")
     } else {
@@ -134,7 +138,11 @@ pub fn label_key(value: &str) -> Vec<String> {
             errors.push(format!(
                 "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. \
                  'example.com/MyName')",
-                regex_error(LABEL_KEY_MSG, LABEL_KEY_FMT, &["MyName", "my.name", "123-abc"])
+                regex_error(
+                    LABEL_KEY_MSG,
+                    LABEL_KEY_FMT,
+                    &["MyName", "my.name", "123-abc"]
+                )
             ));
             return errors;
         }
@@ -147,7 +155,11 @@ pub fn label_key(value: &str) -> Vec<String> {
     if !matches_label_part(name) {
         errors.push(format!(
             "name part {}",
-            regex_error(LABEL_KEY_MSG, LABEL_KEY_FMT, &["MyName", "my.name", "123-abc"])
+            regex_error(
+                LABEL_KEY_MSG,
+                LABEL_KEY_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
         ));
     }
     errors
@@ -235,9 +247,11 @@ mod tests {
         }
         assert_eq!(
             label_key("zone!"),
-            ["name part must consist of alphanumeric characters, '-', '_' or '.', and must \
+            [
+                "name part must consist of alphanumeric characters, '-', '_' or '.', and must \
               start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or \
-              '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"]
+              '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+            ]
         );
         assert_eq!(label_key("/zone"), ["prefix part must be non-empty"]);
         assert_eq!(label_key("a/b/c").len(), 1);

@@ -126,7 +126,10 @@ fn check_volumes<'a>(spec: &'a PodSpec, errors: &mut PodErrors) -> BTreeSet<&'a 
             .and_then(|v| v.as_object().map(|o| o.keys().any(|k| k != "name")))
             .unwrap_or(false);
         if !has_source {
-            errors.push(&path, "Required value: must specify a volume type".to_string());
+            errors.push(
+                &path,
+                "Required value: must specify a volume type".to_string(),
+            );
         }
         let name_path = format!("{path}.name");
         if volume.name.is_empty() {
@@ -300,7 +303,9 @@ fn check_host_process(spec: &PodSpec, errors: &mut PodErrors) {
             errors.invalid(
                 &format!("{path}.securityContext.windowsOptions.hostProcess"),
                 own,
-                &format!("pod hostProcess value must be identical if both are specified, was {pod}"),
+                &format!(
+                    "pod hostProcess value must be identical if both are specified, was {pod}"
+                ),
             );
         }
         if own.or(pod) == Some(true) {

@@ -519,7 +519,11 @@ fn check_federation(federation: &FederationPolicy, errors: &mut Errors) {
     }
     let selector = federation.cluster_selector.as_ref();
     let labels_path = format!("{path}.clusterSelector.matchLabels");
-    for (key, value) in selector.and_then(|s| s.match_labels.as_ref()).into_iter().flatten() {
+    for (key, value) in selector
+        .and_then(|s| s.match_labels.as_ref())
+        .into_iter()
+        .flatten()
+    {
         for problem in kube_names::label_key(key) {
             errors.invalid(&labels_path, format_args!("{key:?}"), &problem);
         }
@@ -945,15 +949,21 @@ mod tests {
         let table = [
             (
                 json!({"clusterNames": ["Member-1", "member-2"]}),
-                vec![r#"spec.scheduler.federation.clusterNames[0]: Invalid value: "Member-1": no cluster can be named so: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"#],
+                vec![
+                    r#"spec.scheduler.federation.clusterNames[0]: Invalid value: "Member-1": no cluster can be named so: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"#,
+                ],
             ),
             (
                 json!({"strategy": "Weighted", "weights": {"member-1": 101, "member-2": 100}}),
-                vec!["spec.scheduler.federation.weights[member-1]: Invalid value: 101: must be less than or equal to 100"],
+                vec![
+                    "spec.scheduler.federation.weights[member-1]: Invalid value: 101: must be less than or equal to 100",
+                ],
             ),
             (
                 json!({"strategy": "Weighted", "weights": {"member 1": 1}}),
-                vec![r#"spec.scheduler.federation.weights[member 1]: Invalid value: "member 1": no cluster can be named so: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"#],
+                vec![
+                    r#"spec.scheduler.federation.weights[member 1]: Invalid value: "member 1": no cluster can be named so: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"#,
+                ],
             ),
             (
                 json!({"clusterSelector": {"matchLabels": {"gpu type": "a100"},
@@ -989,13 +999,16 @@ mod tests {
         let at_bound = json!({"replicaSpecs": [replica("chief", 1), replica("worker", 1000), replica("ps", 23)]});
         assert_eq!(validate(&job("big", at_bound)), Ok(()), "1,024 replicas");
         assert_eq!(
-            errors_for(json!({"replicaSpecs": [replica("chief", 1), replica("worker", 1000), replica("ps", 1000)]})),
-            ["spec.replicaSpecs: Invalid value: 2001: a job may have at most 1024 replicas over all its replica types"]
+            errors_for(
+                json!({"replicaSpecs": [replica("chief", 1), replica("worker", 1000), replica("ps", 1000)]})
+            ),
+            [
+                "spec.replicaSpecs: Invalid value: 2001: a job may have at most 1024 replicas over all its replica types"
+            ]
         );
         let annotated = |replicas: i64| {
             let mut spec = replica("worker", replicas);
-            spec["template"]["metadata"] =
-                json!({"annotations": {"notes": "x".repeat(50_000)}});
+            spec["template"]["metadata"] = json!({"annotations": {"notes": "x".repeat(50_000)}});
             json!({"replicaSpecs": [spec]})
         };
         assert_eq!(validate(&job("notes", annotated(300))), Ok(()));

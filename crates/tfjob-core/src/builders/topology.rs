@@ -218,7 +218,10 @@ mod tests {
         let long_label = format!("{{service}}.{}.example.org", "x".repeat(64));
         let long_host = format!("{{service}}{}", ".abcdefghij".repeat(25));
         for (template, why) in [
-            ("{service}:9999", "must make a DNS host name (e.g. \"s:9999\")"),
+            (
+                "{service}:9999",
+                "must make a DNS host name (e.g. \"s:9999\")",
+            ),
             ("http://{service}/", "must make a DNS host name"),
             ("{service}.my cluster.org", "must make a DNS host name"),
             ("{service}.Example.ORG", "must make a DNS host name"),

@@ -94,8 +94,7 @@ pub(super) fn eligible<'a>(
 
 /// Why a job waits for a cluster its `clusterNames` lists but no
 /// MemberCluster has registered (yet): not for capacity.
-pub const UNKNOWN_CLUSTER: &str =
-    "unknown cluster: no MemberCluster of this name is registered (spec.scheduler.federation.clusterNames)";
+pub const UNKNOWN_CLUSTER: &str = "unknown cluster: no MemberCluster of this name is registered (spec.scheduler.federation.clusterNames)";
 
 /// Why the member's PodSecurity admission would refuse the job's pods in
 /// the job's namespace there.

@@ -302,7 +302,10 @@ fn an_unknown_cluster_name_is_said_to_be_unknown() {
         err.reasons.get("member-9").map(String::as_str),
         Some(super::eligibility::UNKNOWN_CLUSTER)
     );
-    assert!(err.to_string().contains("member-9: unknown cluster"), "{err}");
+    assert!(
+        err.to_string().contains("member-9: unknown cluster"),
+        "{err}"
+    );
     let policy = Policy {
         names: vec!["member-9".into(), "member-1".into()],
         ..Policy::default()
