@@ -868,3 +868,103 @@ async fn pod_templates_get_the_api_servers_verdict_on_both_grounds() {
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// What one ground says of a job naming a cluster no MemberCluster has,
+/// and of member-1 under each address template that makes no DNS host name
+/// (its `Ready` message).
+async fn member_side_verdicts(ground: Ground, templates: &[String]) -> Vec<String> {
+    let env = Setup::on(ground)
+        .members(&["member-1", "member-2"])
+        .json_jobs()
+        .own_namespace("names")
+        .start()
+        .await;
+    let mut verdicts = Vec::new();
+    let job = json!({
+        "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob",
+        "metadata": {"name": "elsewhere"},
+        "spec": {
+            "replicaSpecs": [replica_spec("worker", 1)],
+            "scheduler": {"federation": {"clusterNames": ["member-9"]}},
+        },
+    });
+    env.submit(job).await;
+    let waiting = env
+        .wait_job("elsewhere", "waiting, saying why", WAIT, |j| {
+            j.pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Initialized" && c["status"] == "False")
+        })
+        .await;
+    let message = waiting
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Initialized")
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains("member-9: unknown cluster: no MemberCluster of this name is registered"),
+        "{message}"
+    );
+    verdicts.push(message);
+    let members = env.members();
+    let set_template = |t: &str| kube::api::Patch::Merge(json!({"spec": {"addressTemplate": t}}));
+    for template in templates {
+        members
+            .patch("member-1", &Default::default(), &set_template(template))
+            .await
+            .expect("template patched");
+        let message = eventually(
+            &format!("member-1 not Ready for {template:?}"),
+            WAIT,
+            async || {
+                let member = members.get("member-1").await.ok()?;
+                let status = member.status.as_ref()?;
+                let ready = status
+                    .conditions
+                    .iter()
+                    .find(|c| c.condition_type == "Ready")?;
+                let message = ready.message.clone().unwrap_or_default();
+                (ready.status == "False"
+                    && status.observed_generation == member.metadata.generation
+                    && message.contains("spec.addressTemplate"))
+                .then_some(message)
+            },
+        )
+        .await;
+        verdicts.push(message);
+    }
+    members
+        .patch(
+            "member-1",
+            &Default::default(),
+            &set_template("{service}.{namespace}.svc.clusterset.local"),
+        )
+        .await
+        .expect("template restored");
+    let problems = env.controller_problems();
+    assert!(problems.is_empty(), "the controller logged: {problems:?}");
+    verdicts
+}
+
+/// Issue 22 (finding 6): a job naming a cluster that does not exist waits
+/// saying the name is unknown, not for capacity; a member whose
+/// `addressTemplate` makes no DNS host name (a port, a scheme, spaces, a
+/// 300-character host) is not Ready, naming the field; alike on both grounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_cluster_names_and_bad_address_templates_on_both_grounds() {
+    let templates = vec![
+        "{service}:9999".to_string(),
+        "http://{service}/".to_string(),
+        "{service}.my cluster.example.org".to_string(),
+        format!("{{service}}.{}.example.org", "h".repeat(300)),
+    ];
+    let on_sim = member_side_verdicts(Ground::Sim, &templates).await;
+    let on_real = member_side_verdicts(Ground::Real, &templates).await;
+    assert_eq!(on_sim, on_real);
+}
