@@ -645,9 +645,12 @@ fn pod_cases() -> Vec<PodCase> {
 /// the controller's verdict on the job made of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct PodVerdict {
-    pod: Result<(), (u16, String, BTreeSet<(String, String)>)>,
+    pod: Result<(), Refusal>,
     job: String,
 }
+
+/// An API server's refusal: code, message and every (field, message) cause.
+type Refusal = (u16, String, BTreeSet<(String, String)>);
 
 /// The plain pod of a case, created with `dryRun=All` in `namespace`.
 async fn create_pod(client: &kube::Client, namespace: &str, case: &PodCase) -> PodVerdict {
