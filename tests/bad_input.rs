@@ -873,8 +873,9 @@ async fn pod_templates_get_the_api_servers_verdict_on_both_grounds() {
 }
 
 /// What one ground says of a job naming a cluster no MemberCluster has,
-/// and of member-1 under each address template that makes no DNS host name
-/// (its `Ready` message).
+/// of a namespace with Pod Security labels that are no level, and of
+/// member-1 under each address template that makes no DNS host name (its
+/// `Ready` message).
 async fn member_side_verdicts(ground: Ground, templates: &[String]) -> Vec<String> {
     let env = Setup::on(ground)
         .members(&["member-1", "member-2"])
@@ -915,6 +916,26 @@ async fn member_side_verdicts(ground: Ground, templates: &[String]) -> Vec<Strin
         "{message}"
     );
     verdicts.push(message);
+    // A namespace whose Pod Security labels are no level or version.
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(env.clients["member-1"].clone());
+    let namespace = serde_json::from_value(json!({"metadata": {"name": "no-level",
+        "labels": {"pod-security.kubernetes.io/enforce": "Restricted",
+                   "pod-security.kubernetes.io/enforce-version": "1.30"}}}))
+    .expect("a namespace");
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    match namespaces.create(&dry_run, &namespace).await {
+        Err(kube::Error::Api(status)) => verdicts.push(format!(
+            "{} {}: {:?}",
+            status.code,
+            status.message,
+            status.details.map(|d| d.causes)
+        )),
+        other => panic!("a namespace enforcing \"Restricted\": {other:?}"),
+    }
     let members = env.members();
     let set_template = |t: &str| kube::api::Patch::Merge(json!({"spec": {"addressTemplate": t}}));
     for template in templates {
@@ -958,7 +979,9 @@ async fn member_side_verdicts(ground: Ground, templates: &[String]) -> Vec<Strin
 /// Issue 22 (finding 6): a job naming a cluster that does not exist waits
 /// saying the name is unknown, not for capacity; a member whose
 /// `addressTemplate` makes no DNS host name (a port, a scheme, spaces, a
-/// 300-character host) is not Ready, naming the field; alike on both grounds.
+/// 300-character host) is not Ready, naming the field; and a namespace
+/// whose Pod Security labels are no level is refused; alike on both
+/// grounds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_cluster_names_and_bad_address_templates_on_both_grounds() {
     let templates = vec![

@@ -59,11 +59,9 @@ fn policy(labels: &BTreeMap<String, String>) -> Policy {
         Some("baseline") => (Level::Baseline, "baseline"),
         Some(_) => (Level::Restricted, "restricted"),
     };
-    let version = labels.get(ENFORCE_VERSION_LABEL).and_then(|v| {
-        let minor: u32 = v.strip_prefix("v1.")?.parse().ok()?;
-        // Upstream's pattern: `v1.0` or no leading zero.
-        (v == &format!("v1.{minor}")).then_some(minor)
-    });
+    let version = labels
+        .get(ENFORCE_VERSION_LABEL)
+        .and_then(|v| parse_minor(v));
     let (minor, version_words) = match version {
         Some(minor) => (minor, format!("v1.{minor}")),
         None => (NEWEST_MINOR, "latest".to_string()),
@@ -73,6 +71,59 @@ fn policy(labels: &BTreeMap<String, String>) -> Policy {
         minor: minor.clamp(OLDEST_MINOR, NEWEST_MINOR),
         words: format!("{level_words}:{version_words}"),
     }
+}
+
+/// The Pod Security labels a namespace may carry and what each must be.
+const LEVEL_LABELS: [&str; 3] = [
+    ENFORCE_LABEL,
+    "pod-security.kubernetes.io/audit",
+    "pod-security.kubernetes.io/warn",
+];
+
+/// The causes kube-apiserver gives for a namespace's Pod Security labels
+/// that are not a level or a version (PodSecurity admission refuses such a
+/// namespace on create, and on an update that changes what is wrong).
+pub fn namespace_label_causes(labels: &BTreeMap<String, String>) -> Vec<crate::validate::Cause> {
+    let mut causes = Vec::new();
+    for level_label in LEVEL_LABELS {
+        let checks = [
+            (
+                level_label.to_string(),
+                "must be one of privileged, baseline, restricted",
+            ),
+            (
+                format!("{level_label}-version"),
+                "must be \"latest\" or \"v1.x\"",
+            ),
+        ];
+        for (label, rule) in checks {
+            let Some(value) = labels.get(&label) else {
+                continue;
+            };
+            let valid = if label.ends_with("-version") {
+                value == "latest" || parse_minor(value).is_some()
+            } else {
+                matches!(value.as_str(), "privileged" | "baseline" | "restricted")
+            };
+            if !valid {
+                causes.push(crate::validate::Cause {
+                    reason: "FieldValueInvalid",
+                    field: format!("metadata.labels[{label}]"),
+                    message: format!(
+                        "Invalid value: {}: {rule}",
+                        serde_json::to_string(value).unwrap_or_default()
+                    ),
+                });
+            }
+        }
+    }
+    causes
+}
+
+/// `v1.N` (no leading zero but for `v1.0`), as upstream's pattern.
+fn parse_minor(version: &str) -> Option<u32> {
+    let minor: u32 = version.strip_prefix("v1.")?.parse().ok()?;
+    (version == format!("v1.{minor}")).then_some(minor)
 }
 
 /// Copies each container's deprecated AppArmor annotation into its
@@ -922,6 +973,29 @@ mod tests {
         );
         assert_eq!(refusal(&pod, "p", &labels("privileged", None)), None);
         assert_eq!(refusal(&pod, "p", &BTreeMap::new()), None);
+    }
+
+    #[test]
+    fn a_namespace_with_labels_that_are_no_level_is_invalid() {
+        let labels = BTreeMap::from([
+            (ENFORCE_LABEL.to_string(), "Restricted".to_string()),
+            (ENFORCE_VERSION_LABEL.to_string(), "1.30".to_string()),
+            (
+                "pod-security.kubernetes.io/warn".to_string(),
+                "baseline".to_string(),
+            ),
+        ]);
+        let causes: Vec<String> = namespace_label_causes(&labels)
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        assert_eq!(
+            causes,
+            [
+                r#"metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "Restricted": must be one of privileged, baseline, restricted"#,
+                r#"metadata.labels[pod-security.kubernetes.io/enforce-version]: Invalid value: "1.30": must be "latest" or "v1.x""#,
+            ]
+        );
     }
 
     #[test]

@@ -634,6 +634,9 @@ impl Inner {
             rules::admit_pod(&mut obj, &stored.value());
             self.validate_and_admit_pod(ty, ns, &name, &mut obj)?;
         }
+        if ty.id() == NAMESPACE_TYPE {
+            check_pod_security_labels(ty, &name, &obj, None)?;
+        }
         if self.object(&ty.id(), &key).is_some() {
             return Err(ApiError::already_exists(&target(ty, &name)));
         }
@@ -791,6 +794,9 @@ impl Inner {
             ResourceType::from_crd(&new).map_err(|e| crd_invalid(ty, name, &e))?;
         }
         check_schema(ty, &version, name, &new, Some(&old))?;
+        if ty.id() == NAMESPACE_TYPE {
+            check_pod_security_labels(ty, name, &new, Some(&old))?;
+        }
         if rules::spec_changed(&old, &new, status_sub) {
             let generation = old
                 .pointer("/metadata/generation")
@@ -1180,6 +1186,31 @@ impl Inner {
             None => Ok(()),
         }
     }
+}
+
+/// PodSecurity admission of a namespace: labels that are no level or
+/// version are refused on create, and on an update unless they were
+/// already wrong in the same way.
+fn check_pod_security_labels(
+    ty: &ResourceType,
+    name: &str,
+    namespace: &Value,
+    old: Option<&Value>,
+) -> ApiResult<()> {
+    let causes_of = |ns: &Value| {
+        super::pod_security::namespace_label_causes(&rules::string_map(
+            ns.pointer("/metadata/labels"),
+        ))
+    };
+    let causes = causes_of(namespace);
+    if causes.is_empty() || old.is_some_and(|old| causes_of(old) == causes) {
+        return Ok(());
+    }
+    Err(ApiError::invalid_causes(
+        &target(ty, name),
+        &ty.kind,
+        &causes,
+    ))
 }
 
 fn check_schema(
