@@ -1021,6 +1021,45 @@ mod tests {
         );
     }
 
+    /// Issue 22's poison inputs in the corpus are refused at the door.
+    #[test]
+    fn issue_22s_corpus_jobs_are_refused() {
+        let corpus = |file: &str| -> TensorFlowTrainingJob {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("corpus")
+                .join(file);
+            let text = std::fs::read_to_string(&path).expect("a corpus file");
+            serde_json::from_str(&text).expect("a job")
+        };
+        assert_eq!(
+            errors_of(&corpus("two-tensorflow-containers.json")),
+            [
+                r#"spec.replicaSpecs[0].template.spec.containers[1].name: Duplicate value: "tensorflow""#
+            ]
+        );
+        let errors = errors_of(&corpus("replicas-2001-template-50kb.json"));
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[0].contains("Invalid value: 2001: a job may have at most 1024 replicas"));
+        assert!(errors[1].contains("more than the 16777216 one job may have"));
+        let job = corpus("pod-security-beyond-privileged.json");
+        assert_eq!(
+            validate(&job),
+            Ok(()),
+            "a Pod Security matter, not a spec error"
+        );
+        let policy = crate::placement::Policy::of_job(&job);
+        assert_eq!(
+            policy.privileges.breaks_baseline.as_deref(),
+            Some(
+                "forbidden AppArmor profiles (container \"tensorflow\" and annotation must not set \
+                 AppArmor profile type to \"Unconfined\", \"container.apparmor.security.beta.kubernetes.io/tensorflow=\"unconfined\"\"), \
+                 host namespaces (hostNetwork=true), \
+                 seLinuxOptions (pod set forbidden securityContext.seLinuxOptions: type \"spc_t\"; user may not be set), \
+                 hostProcess (pod must not set securityContext.windowsOptions.hostProcess=true)"
+            )
+        );
+    }
+
     #[test]
     fn run_mode_types_must_be_in_the_job() {
         let mut spec = valid_spec();
