@@ -8,6 +8,13 @@
 //! job submitted afterwards succeeds. The two grounds must give the same
 //! verdict for every job: the same causes for a refusal, the same message
 //! for an `InvalidSpec`.
+//!
+//! Issue 22 added the door's other cases: pod templates that
+//! kube-apiserver's pod validation or PodSecurity admission refuses, as
+//! plain pods and as jobs on both grounds (the controller's own checks must
+//! say what kube-apiserver says), and cluster names no cluster has,
+//! namespaces whose Pod Security labels are no level, and member address
+//! templates that make no DNS host name.
 
 #[macro_use]
 mod common;
