@@ -943,6 +943,32 @@ async fn member_side_verdicts(ground: Ground, templates: &[String]) -> Vec<Strin
         )),
         other => panic!("a namespace enforcing \"Restricted\": {other:?}"),
     }
+    // A namespace pinned to an older version of the level: v1.31 allowed
+    // fewer sysctls than v1.37.
+    enforcing_namespace(&env.clients["member-1"], "pinned-v1-31", "baseline").await;
+    let pin =
+        json!({"metadata": {"labels": {"pod-security.kubernetes.io/enforce-version": "v1.31"}}});
+    namespaces
+        .patch(
+            "pinned-v1-31",
+            &Default::default(),
+            &kube::api::Patch::Merge(pin),
+        )
+        .await
+        .expect("pin the version");
+    let sysctl = PodCase {
+        name: "tcp-rmem",
+        level: "baseline",
+        template: json!({"spec": {"securityContext": {"sysctls": [{"name": "net.ipv4.tcp_rmem", "value": "4096 87380 6291456"}]},
+            "containers": [container()]}}),
+    };
+    let pinned = create_pod(&env.clients["member-1"], "pinned-v1-31", &sysctl).await;
+    assert!(
+        matches!(&pinned.pod, Err((403, message, _)) if message.contains("\"baseline:v1.31\": forbidden sysctls (net.ipv4.tcp_rmem)")),
+        "{pinned:?}"
+    );
+    verdicts.push(format!("{:?}", pinned.pod));
+    let _ = namespaces.delete("pinned-v1-31", &Default::default()).await;
     let members = env.members();
     let set_template = |t: &str| kube::api::Patch::Merge(json!({"spec": {"addressTemplate": t}}));
     for template in templates {
@@ -986,9 +1012,10 @@ async fn member_side_verdicts(ground: Ground, templates: &[String]) -> Vec<Strin
 /// Issue 22 (finding 6): a job naming a cluster that does not exist waits
 /// saying the name is unknown, not for capacity; a member whose
 /// `addressTemplate` makes no DNS host name (a port, a scheme, spaces, a
-/// 300-character host) is not Ready, naming the field; and a namespace
-/// whose Pod Security labels are no level is refused; alike on both
-/// grounds.
+/// 300-character host) is not Ready, naming the field; a namespace whose
+/// Pod Security labels are no level is refused, and one pinned to
+/// `enforce-version: v1.31` refuses a sysctl that v1.37 allows; alike on
+/// both grounds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_cluster_names_and_bad_address_templates_on_both_grounds() {
     let templates = vec![
