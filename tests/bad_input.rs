@@ -638,6 +638,14 @@ fn pod_cases() -> Vec<PodCase> {
                 "containers": [tf_container(json!({"volumeMounts": [{"name": "logs", "mountPath": "/logs"}]}))]})),
         ),
         case(
+            "apparmor-annotations",
+            "baseline",
+            json!({"metadata": {"annotations": {
+                "container.apparmor.security.beta.kubernetes.io/trainer": "unconfined",
+                "container.apparmor.security.beta.kubernetes.io/tensorflow": "docker/default"}},
+                "spec": {"containers": [container()]}}),
+        ),
+        case(
             "host-process-alone",
             "baseline",
             one(tf_container(

@@ -3,6 +3,8 @@
 //! `pkg/apis/core/validation`, v1.37.2), worded as kube-apiserver words it:
 //!
 //! - `metadata.labels`: keys and values;
+//! - `metadata.annotations[container.apparmor.security.beta.kubernetes.io/*]`:
+//!   naming a container, with a known profile;
 //! - `spec.volumes[*]`: a volume type, `name` required, a DNS-1123 label,
 //!   unique;
 //! - `spec.containers[*]` (at least one) and `spec.initContainers[*]`, one
@@ -53,6 +55,7 @@ pub fn validate(pod: &Value) -> Vec<Cause> {
         }
     }
     let spec = &pod["spec"];
+    app_armor_annotations(pod, spec, &mut causes);
     let volumes = volumes(spec, &mut causes);
     let containers = list(spec, "containers");
     if containers.is_empty() {
@@ -79,6 +82,35 @@ pub fn validate(pod: &Value) -> Vec<Cause> {
     }
     host_process(spec, &mut causes);
     causes.0
+}
+
+/// `ValidateAppArmorPodAnnotations`: each deprecated per-container
+/// AppArmor annotation names a container and a known profile.
+fn app_armor_annotations(pod: &Value, spec: &Value, causes: &mut Causes) {
+    const PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
+    let annotations = crate::rules::string_map(pod.pointer("/metadata/annotations"));
+    for (key, profile) in &annotations {
+        let Some(container) = key.strip_prefix(PREFIX) else {
+            continue;
+        };
+        let field = format!("metadata.annotations[{key}]");
+        let exists = ["containers", "initContainers", "ephemeralContainers"]
+            .iter()
+            .flat_map(|key| list(spec, key))
+            .any(|c| str_of(c, "name") == container);
+        if !exists {
+            causes.invalid(&field, &quoted(container), "container not found");
+        }
+        let known = matches!(profile.as_str(), "" | "runtime/default" | "unconfined")
+            || profile.starts_with("localhost/");
+        if !known {
+            causes.invalid(
+                &field,
+                &quoted(profile),
+                &format!("invalid AppArmor profile name: {}", quoted(profile)),
+            );
+        }
+    }
 }
 
 #[derive(Default)]

@@ -8,6 +8,9 @@
 //!
 //! Covered, in kube-apiserver's order:
 //! - `metadata.labels`: keys and values (a pod carries its template's labels);
+//! - `metadata.annotations[container.apparmor.security.beta.kubernetes.io/*]`:
+//!   naming a container, with a known profile (`runtime/default`,
+//!   `unconfined`, `localhost/…`);
 //! - `spec.volumes[*]`: a volume type given, `name` required, a DNS-1123
 //!   label, unique;
 //! - `spec.containers[*]` and `spec.initContainers[*]` (one name space):
@@ -83,11 +86,40 @@ pub fn validate_template(template: &PodTemplateSpec, template_path: &str) -> Vec
             errors.invalid_each("metadata.labels", value, kube_names::label_value(value));
         }
     }
+    let annotations = template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.as_ref());
+    let spec = template.spec.clone().unwrap_or_default();
+    for (key, profile) in annotations.into_iter().flatten() {
+        let Some(container) = key.strip_prefix(APP_ARMOR_ANNOTATION_PREFIX) else {
+            continue;
+        };
+        let field = format!("metadata.annotations[{key}]");
+        let named = |c: &Container| c.name == container;
+        if !(spec.containers.iter().any(named) || spec.init_containers.iter().flatten().any(named))
+        {
+            errors.invalid(&field, container, "container not found");
+        }
+        let known = matches!(profile.as_str(), "" | "runtime/default" | "unconfined")
+            || profile.starts_with("localhost/");
+        if !known {
+            errors.invalid(
+                &field,
+                profile,
+                &format!("invalid AppArmor profile name: {profile:?}"),
+            );
+        }
+    }
     if let Some(spec) = &template.spec {
         check_spec(spec, &mut errors);
     }
     errors.errors
 }
+
+/// The deprecated per-container AppArmor annotation: it must name a
+/// container of the pod and a profile kube-apiserver knows.
+const APP_ARMOR_ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
 
 fn check_spec(spec: &PodSpec, errors: &mut PodErrors) {
     let volumes = check_volumes(spec, errors);
@@ -433,6 +465,16 @@ mod tests {
                 vec![
                     r#"t.spec: Invalid value: "": If pod contains any hostProcess containers then all containers must be HostProcess containers"#.into(),
                     "t.spec.hostNetwork: Invalid value: false: hostNetwork must be true if pod contains any hostProcess containers".into(),
+                ],
+            ),
+            (
+                json!({"metadata": {"annotations": {
+                    "container.apparmor.security.beta.kubernetes.io/trainer": "unconfined",
+                    "container.apparmor.security.beta.kubernetes.io/tensorflow": "docker/default"}},
+                    "spec": {"containers": [tf()]}}),
+                vec![
+                    r#"t.metadata.annotations[container.apparmor.security.beta.kubernetes.io/tensorflow]: Invalid value: "docker/default": invalid AppArmor profile name: "docker/default""#.into(),
+                    r#"t.metadata.annotations[container.apparmor.security.beta.kubernetes.io/trainer]: Invalid value: "trainer": container not found"#.into(),
                 ],
             ),
             (
