@@ -976,6 +976,22 @@ async fn member_side_verdicts(ground: Ground, templates: &[String]) -> Vec<Strin
         "{pinned:?}"
     );
     verdicts.push(format!("{:?}", pinned.pod));
+    // A pod whose annotations pass 256 KiB.
+    let annotated = PodCase {
+        name: "annotated",
+        level: "privileged",
+        template: json!({"metadata": {"annotations": {"notes": "x".repeat(300_000)}},
+            "spec": {"containers": [container()]}}),
+    };
+    let annotated = create_pod(&env.clients["member-1"], "default", &annotated).await;
+    assert!(
+        matches!(&annotated.pod, Err((422, _, causes)) if causes.contains(&(
+            "metadata.annotations".to_string(),
+            "Too long: may not be more than 262144 bytes".to_string()
+        ))),
+        "{annotated:?}"
+    );
+    verdicts.push(format!("{:?}", annotated.pod));
     let _ = namespaces.delete("pinned-v1-31", &Default::default()).await;
     let members = env.members();
     let set_template = |t: &str| kube::api::Patch::Merge(json!({"spec": {"addressTemplate": t}}));
@@ -1022,8 +1038,8 @@ async fn member_side_verdicts(ground: Ground, templates: &[String]) -> Vec<Strin
 /// `addressTemplate` makes no DNS host name (a port, a scheme, spaces, a
 /// 300-character host) is not Ready, naming the field; a namespace whose
 /// Pod Security labels are no level is refused, and one pinned to
-/// `enforce-version: v1.31` refuses a sysctl that v1.37 allows; alike on
-/// both grounds.
+/// `enforce-version: v1.31` refuses a sysctl that v1.37 allows, and a pod
+/// with more than 256 KiB of annotations is invalid; alike on both grounds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_cluster_names_and_bad_address_templates_on_both_grounds() {
     let templates = vec![

@@ -2,7 +2,8 @@
 //! for the fields the simulator's users send (`ValidatePodSpec` of
 //! `pkg/apis/core/validation`, v1.37.2), worded as kube-apiserver words it:
 //!
-//! - `metadata.labels`: keys and values;
+//! - `metadata.labels`: keys and values; `metadata.annotations`: at most
+//!   256 KiB in all;
 //! - `metadata.annotations[container.apparmor.security.beta.kubernetes.io/*]`:
 //!   naming a container, with a known profile;
 //! - `spec.volumes[*]`: a volume type, `name` required, a DNS-1123 label,
@@ -33,6 +34,7 @@ const INVALID: &str = "FieldValueInvalid";
 const DUPLICATE: &str = "FieldValueDuplicate";
 const NOT_FOUND: &str = "FieldValueNotFound";
 const NOT_SUPPORTED: &str = "FieldValueNotSupported";
+const TOO_LONG: &str = "FieldValueTooLong";
 
 const LABEL_FORMAT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const LABEL_KEY_FORMAT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
@@ -55,6 +57,19 @@ pub fn validate(pod: &Value) -> Vec<Cause> {
         }
     }
     let spec = &pod["spec"];
+    let annotations = crate::rules::string_map(pod.pointer("/metadata/annotations"));
+    if annotations
+        .iter()
+        .map(|(k, v)| k.len() + v.len())
+        .sum::<usize>()
+        > 256 * 1024
+    {
+        causes.push(
+            TOO_LONG,
+            "metadata.annotations",
+            "Too long: may not be more than 262144 bytes".to_string(),
+        );
+    }
     app_armor_annotations(pod, spec, &mut causes);
     let volumes = volumes(spec, &mut causes);
     let containers = list(spec, "containers");

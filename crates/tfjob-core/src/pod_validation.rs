@@ -8,7 +8,8 @@
 //!
 //! Covered, in kube-apiserver's order:
 //! - `metadata.labels`: keys and values (a pod carries its template's labels);
-//! - `metadata.annotations[container.apparmor.security.beta.kubernetes.io/*]`:
+//! - `metadata.annotations`: at most 256 KiB in all, less 4 KiB kept for
+//!   the controller's own; `container.apparmor.security.beta.kubernetes.io/*`
 //!   naming a container, with a known profile (`runtime/default`,
 //!   `unconfined`, `localhost/…`);
 //! - `spec.volumes[*]`: a volume type given, `name` required, a DNS-1123
@@ -27,7 +28,7 @@
 //! then refused there): resource requests above limits and quantity
 //! formats, probes and lifecycle handlers, affinity, tolerations, DNS
 //! settings, security-context value ranges, volume source details,
-//! annotations' total size, host-port conflicts. Pure.
+//! annotation key formats, host-port conflicts. Pure.
 
 use std::collections::BTreeSet;
 
@@ -90,6 +91,21 @@ pub fn validate_template(template: &PodTemplateSpec, template_path: &str) -> Vec
         .metadata
         .as_ref()
         .and_then(|m| m.annotations.as_ref());
+    let size: usize = annotations
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.len())
+        .sum();
+    if size > TEMPLATE_ANNOTATIONS_MAX {
+        errors.push(
+            "metadata.annotations",
+            format!(
+                "Too long: may not be more than {TEMPLATE_ANNOTATIONS_MAX} bytes: kube-apiserver \
+                 allows {POD_ANNOTATIONS_MAX} bytes of annotations on a pod, of which the \
+                 controller keeps {CONTROLLER_ANNOTATIONS_RESERVE} for its own"
+            ),
+        );
+    }
     let spec = template.spec.clone().unwrap_or_default();
     for (key, profile) in annotations.into_iter().flatten() {
         let Some(container) = key.strip_prefix(APP_ARMOR_ANNOTATION_PREFIX) else {
@@ -116,6 +132,15 @@ pub fn validate_template(template: &PodTemplateSpec, template_path: &str) -> Vec
     }
     errors.errors
 }
+
+/// The most bytes of annotations (keys and values) kube-apiserver allows
+/// on an object.
+const POD_ANNOTATIONS_MAX: usize = 256 * 1024;
+/// What the controller keeps of that for the annotations it adds to a pod
+/// (its signature, today under 200 bytes).
+const CONTROLLER_ANNOTATIONS_RESERVE: usize = 4 * 1024;
+/// The most bytes of annotations a replica's template may carry.
+const TEMPLATE_ANNOTATIONS_MAX: usize = POD_ANNOTATIONS_MAX - CONTROLLER_ANNOTATIONS_RESERVE;
 
 /// The deprecated per-container AppArmor annotation: it must name a
 /// container of the pod and a profile kube-apiserver knows.
@@ -476,6 +501,14 @@ mod tests {
                     r#"t.metadata.annotations[container.apparmor.security.beta.kubernetes.io/tensorflow]: Invalid value: "docker/default": invalid AppArmor profile name: "docker/default""#.into(),
                     r#"t.metadata.annotations[container.apparmor.security.beta.kubernetes.io/trainer]: Invalid value: "trainer": container not found"#.into(),
                 ],
+            ),
+            (
+                json!({"metadata": {"annotations": {"notes": "x".repeat(258_043)}}, "spec": {"containers": [tf()]}}),
+                vec![],
+            ),
+            (
+                json!({"metadata": {"annotations": {"notes": "x".repeat(258_044)}}, "spec": {"containers": [tf()]}}),
+                vec!["t.metadata.annotations: Too long: may not be more than 258048 bytes: kube-apiserver allows 262144 bytes of annotations on a pod, of which the controller keeps 4096 for its own".into()],
             ),
             (
                 json!({"spec": {"hostNetwork": true, "securityContext": {"windowsOptions": {"hostProcess": true}},
