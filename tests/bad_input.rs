@@ -619,6 +619,19 @@ fn pod_cases() -> Vec<PodCase> {
                 "containers": [hardened(json!({"capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE", "CHOWN"]}}))]})),
         ),
         case(
+            "restricted-proc-mount",
+            "restricted",
+            spec(json!({"hostUsers": false,
+                "containers": [hardened(json!({"procMount": "Unmasked"}))]})),
+        ),
+        case(
+            "proc-mount-host-users",
+            "baseline",
+            one(tf_container(
+                json!({"securityContext": {"procMount": "Unmasked"}}),
+            )),
+        ),
+        case(
             "container-name",
             "baseline",
             spec(json!({"containers": [container(), {"name": "Side_car", "image": "busybox"}]})),

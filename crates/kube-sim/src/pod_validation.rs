@@ -15,7 +15,8 @@
 //!   1–65535, `hostPort` 1–65535, `protocol` TCP, UDP or SCTP;
 //!   `env[*].name` required, printable ASCII without `=`;
 //!   `volumeMounts[*]`: `name` required and a valid volume's, `mountPath`
-//!   required and unique;
+//!   required and unique; `securityContext.procMount` `Default`, or
+//!   `Unmasked` with `hostUsers: false`;
 //! - Windows host-process pods: all containers host processes,
 //!   `hostNetwork` true.
 //!
@@ -72,6 +73,7 @@ pub fn validate(pod: &Value) -> Vec<Cause> {
     }
     app_armor_annotations(pod, spec, &mut causes);
     let volumes = volumes(spec, &mut causes);
+    let host_users = spec.get("hostUsers").and_then(Value::as_bool) != Some(false);
     let containers = list(spec, "containers");
     if containers.is_empty() {
         causes.required("spec.containers", "");
@@ -79,7 +81,7 @@ pub fn validate(pod: &Value) -> Vec<Cause> {
     let mut names = BTreeSet::new();
     for (i, container) in containers.iter().enumerate() {
         let path = format!("spec.containers[{i}]");
-        check_container(container, &path, &volumes, &mut causes);
+        check_container(container, &path, &volumes, host_users, &mut causes);
         let name = str_of(container, "name");
         if !names.insert(name) {
             causes.duplicate(&format!("{path}.name"), name);
@@ -87,7 +89,7 @@ pub fn validate(pod: &Value) -> Vec<Cause> {
     }
     for (i, container) in list(spec, "initContainers").iter().enumerate() {
         let path = format!("spec.initContainers[{i}]");
-        check_container(container, &path, &volumes, &mut causes);
+        check_container(container, &path, &volumes, host_users, &mut causes);
         let name = str_of(container, "name");
         if names.contains(name) {
             causes.duplicate(&format!("{path}.name"), name);
@@ -356,7 +358,13 @@ fn volumes(spec: &Value, causes: &mut Causes) -> BTreeSet<String> {
     valid
 }
 
-fn check_container(container: &Value, path: &str, volumes: &BTreeSet<String>, causes: &mut Causes) {
+fn check_container(
+    container: &Value,
+    path: &str,
+    volumes: &BTreeSet<String>,
+    host_users: bool,
+    causes: &mut Causes,
+) {
     let name = str_of(container, "name");
     let name_path = format!("{path}.name");
     if name.is_empty() {
@@ -455,6 +463,27 @@ fn check_container(container: &Value, path: &str, volumes: &BTreeSet<String>, ca
                 "must be unique",
             );
         }
+    }
+    let field = format!("{path}.securityContext.procMount");
+    match container
+        .pointer("/securityContext/procMount")
+        .and_then(Value::as_str)
+    {
+        None | Some("Default") => {}
+        Some("Unmasked") if host_users => causes.invalid(
+            &field,
+            "\"Unmasked\"",
+            "`hostUsers` must be false to use `Unmasked`",
+        ),
+        Some("Unmasked") => {}
+        Some(other) => causes.push(
+            NOT_SUPPORTED,
+            &field,
+            format!(
+                "Unsupported value: {}: supported values: \"Default\", \"Unmasked\"",
+                quoted(other)
+            ),
+        ),
     }
 }
 

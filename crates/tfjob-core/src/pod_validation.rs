@@ -20,7 +20,8 @@
 //!   container, `containerPort` given and 1–65535, `hostPort` 1–65535,
 //!   `protocol` TCP, UDP or SCTP; `env[*].name` required and printable ASCII
 //!   without `=`; `volumeMounts[*]`: `name` required and naming a volume,
-//!   `mountPath` required and unique;
+//!   `mountPath` required and unique; `securityContext.procMount` `Default`,
+//!   or `Unmasked` with `hostUsers: false`;
 //! - Windows host-process pods: every container a host process, and
 //!   `hostNetwork` true.
 //!
@@ -148,10 +149,11 @@ const APP_ARMOR_ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kube
 
 fn check_spec(spec: &PodSpec, errors: &mut PodErrors) {
     let volumes = check_volumes(spec, errors);
+    let host_users = spec.host_users != Some(false);
     let mut names = BTreeSet::new();
     for (i, container) in spec.containers.iter().enumerate() {
         let path = format!("spec.containers[{i}]");
-        check_container(container, &path, &volumes, errors);
+        check_container(container, &path, &volumes, host_users, errors);
         if !names.insert(container.name.as_str()) {
             errors.duplicate(&format!("{path}.name"), &container.name);
         }
@@ -160,7 +162,7 @@ fn check_spec(spec: &PodSpec, errors: &mut PodErrors) {
     // reports a clash on the init container.
     for (i, container) in spec.init_containers.iter().flatten().enumerate() {
         let path = format!("spec.initContainers[{i}]");
-        check_container(container, &path, &volumes, errors);
+        check_container(container, &path, &volumes, host_users, errors);
         if names.contains(container.name.as_str()) {
             errors.duplicate(&format!("{path}.name"), &container.name);
         } else if !container.name.is_empty() {
@@ -212,6 +214,7 @@ fn check_container(
     container: &Container,
     path: &str,
     volumes: &BTreeSet<&str>,
+    host_users: bool,
     errors: &mut PodErrors,
 ) {
     let name_path = format!("{path}.name");
@@ -265,6 +268,31 @@ fn check_container(
                 "must be unique",
             );
         }
+    }
+    check_proc_mount(container, path, host_users, errors);
+}
+
+/// `securityContext.procMount`: `Default`, or `Unmasked` in a pod with its
+/// own user namespace (`hostUsers: false`).
+fn check_proc_mount(container: &Container, path: &str, host_users: bool, errors: &mut PodErrors) {
+    let Some(mount) = container
+        .security_context
+        .as_ref()
+        .and_then(|c| c.proc_mount.as_deref())
+    else {
+        return;
+    };
+    let field = format!("{path}.securityContext.procMount");
+    match mount {
+        "Default" => {}
+        "Unmasked" if host_users => {
+            errors.invalid(&field, mount, "`hostUsers` must be false to use `Unmasked`")
+        }
+        "Unmasked" => {}
+        other => errors.push(
+            &field,
+            format!("Unsupported value: {other:?}: supported values: \"Default\", \"Unmasked\""),
+        ),
     }
 }
 
@@ -509,6 +537,15 @@ mod tests {
             (
                 json!({"metadata": {"annotations": {"notes": "x".repeat(258_044)}}, "spec": {"containers": [tf()]}}),
                 vec!["t.metadata.annotations: Too long: may not be more than 258048 bytes: kube-apiserver allows 262144 bytes of annotations on a pod, of which the controller keeps 4096 for its own".into()],
+            ),
+            (
+                json!({"spec": {"containers": [{"name": "tensorflow", "image": "tf",
+                    "securityContext": {"procMount": "Unmasked"}}],
+                    "initContainers": [{"name": "init", "image": "i", "securityContext": {"procMount": "Masked"}}]}}),
+                vec![
+                    r#"t.spec.containers[0].securityContext.procMount: Invalid value: "Unmasked": `hostUsers` must be false to use `Unmasked`"#.into(),
+                    r#"t.spec.initContainers[0].securityContext.procMount: Unsupported value: "Masked": supported values: "Default", "Unmasked""#.into(),
+                ],
             ),
             (
                 json!({"spec": {"hostNetwork": true, "securityContext": {"windowsOptions": {"hostProcess": true}},
