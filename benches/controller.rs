@@ -59,10 +59,11 @@ use tfjob_federator::demo::progress;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const NAMESPACE: &str = "default";
-/// The size bound of one job that validation enforces (README "How big a
-/// job may be"): replicas over all types, and bytes of one template.
-const BOUND_REPLICAS: usize = tfjob_federator::validation::MAX_JOB_REPLICAS;
-const BOUND_TEMPLATE_BYTES: usize = tfjob_federator::validation::MAX_TEMPLATE_BYTES;
+/// The size bound of one job the door enforces (README "The door"):
+/// replicas over all types, and template bytes × replicas.
+const BOUND_REPLICAS: usize = tfjob_federator::api::MAX_TOTAL_REPLICAS as usize;
+const BOUND_TEMPLATE_BYTES: usize =
+    tfjob_federator::api::MAX_TEMPLATE_BYTES_TIMES_REPLICAS / BOUND_REPLICAS;
 /// The chart's memory limit for the controller, and the room a job at the
 /// bound must leave in it for other jobs (README: about 2,000 live jobs of
 /// 8 replicas at (d)'s 0.1 MiB per job).
@@ -395,10 +396,12 @@ impl Settings {
         // 1 chief, the rest half workers and half ps.
         let workers = self.count("BENCH_H_WORKERS", (BOUND_REPLICAS - 1).div_ceil(2), 4)?;
         let ps = self.count("BENCH_H_PS", (BOUND_REPLICAS - 1) / 2, 4)?;
+        // The largest padding that keeps every template within the bound
+        // (1 KiB for the rest of the template).
         let large = env_parse("BENCH_H_TEMPLATE_BYTES")?.unwrap_or(if self.smoke {
             1_000
         } else {
-            BOUND_TEMPLATE_BYTES
+            BOUND_TEMPLATE_BYTES - 1_024
         });
         for (key, padding_bytes) in [("h-plain", 0), ("h-large", large)] {
             all.push(Workload {

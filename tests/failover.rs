@@ -1170,7 +1170,7 @@ async fn a_member_runs_only_what_its_namespace_pod_security_admits(ground: Groun
     }
     f.submit(gpu_job("plain", &[("worker", 1, 1)], json!({}), "300"))
         .await;
-    waits_saying_why_on_each_member(&f, "plain", "namespace default enforces Pod Security \"restricted\": container tensorflow must set securityContext.allowPrivilegeEscalation=false").await;
+    waits_saying_why_on_each_member(&f, "plain", "namespace default enforces Pod Security \"restricted\": allowPrivilegeEscalation != false (container \"tensorflow\" must set securityContext.allowPrivilegeEscalation=false)").await;
     assert!(
         f.pods_on("plain", &CLUSTERS).await.is_empty(),
         "no pod anywhere"

@@ -194,7 +194,7 @@ impl Admission {
             .as_ref()
             .and_then(|watch| watch.levels().get(namespace).copied())
             .unwrap_or(policy.default_pod_security);
-        crate::isolation::pod_refused(spec, &policy, namespace, level)
+        crate::isolation::pod_refused(&pod.metadata, spec, &policy, namespace, level)
     }
 }
 

@@ -15,6 +15,8 @@ mod namespaces;
 mod nodes;
 mod openapi;
 mod patch;
+mod pod_security;
+mod pod_validation;
 mod protobuf;
 mod resources;
 mod rules;

@@ -10,8 +10,17 @@
 //! `pod-security.kubernetes.io/enforce` label, else the member's
 //! `podPolicy.defaultPodSecurity`): the member's admission would refuse the
 //! pods. The home cluster's own admission governs home. Pure.
+//!
+//! The Pod Security checks are kube-apiserver v1.37's PodSecurity admission
+//! at version `latest` (`k8s.io/pod-security-admission/policy`), all of them
+//! (README, "Pod Security"), and a refusal reads as kube-apiserver words it
+//! after `violates PodSecurity "<level>:latest": `, so that a job's waiting
+//! reason says what the member would have said.
+
+use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::api::{PodPolicy, PodSecurityLevel};
 
@@ -27,20 +36,21 @@ pub struct Privileges {
     pub system_priority: Vec<String>,
     /// A toleration without a key that matches every taint.
     pub tolerates_every_taint: bool,
-    /// The first way a pod breaks the `baseline` Pod Security level.
+    /// How the first pod that breaks the `baseline` Pod Security level
+    /// breaks it, in kube-apiserver's words (see [`pod_security_refusal`]).
     pub breaks_baseline: Option<String>,
-    /// The first way a pod breaks the `restricted` level (or `baseline`).
+    /// The same for the `restricted` level.
     pub breaks_restricted: Option<String>,
 }
 
 impl Privileges {
-    /// Adds what one pod spec asks for.
-    pub fn add(&mut self, spec: &PodSpec) {
-        let containers = spec
+    /// Adds what one pod (a replica's template, or a built pod) asks for.
+    pub fn add(&mut self, metadata: &ObjectMeta, spec: &PodSpec) {
+        for container in spec
             .containers
             .iter()
-            .chain(spec.init_containers.iter().flatten());
-        for container in containers {
+            .chain(spec.init_containers.iter().flatten())
+        {
             let context = container.security_context.as_ref();
             if context.and_then(|c| c.privileged).unwrap_or(false) {
                 self.privileged = true;
@@ -79,13 +89,11 @@ impl Privileges {
             self.tolerates_every_taint = true;
         }
         if self.breaks_baseline.is_none() {
-            self.breaks_baseline = breaks_baseline(spec);
+            self.breaks_baseline = pod_security_refusal(PodSecurityLevel::Baseline, metadata, spec);
         }
         if self.breaks_restricted.is_none() {
-            self.breaks_restricted = self
-                .breaks_baseline
-                .clone()
-                .or_else(|| breaks_restricted(spec));
+            self.breaks_restricted =
+                pod_security_refusal(PodSecurityLevel::Restricted, metadata, spec);
         }
     }
 
@@ -158,18 +166,19 @@ pub fn namespace_refused(policy: &PodPolicy, namespace: &str) -> Option<String> 
 }
 
 /// Why a member with `policy`, whose namespace `namespace` enforces `level`,
-/// would not run a pod with `spec`; None if it would. Checked for every pod
+/// would not run a pod of `meta` and `spec`; None if it would. Checked for every pod
 /// the controller builds for a member, whatever placement decided earlier
 /// (the member's policy may have changed since, or the record the pod is
 /// built from was not the one placed).
 pub fn pod_refused(
+    meta: &ObjectMeta,
     spec: &PodSpec,
     policy: &PodPolicy,
     namespace: &str,
     level: PodSecurityLevel,
 ) -> Option<String> {
     let mut asked = Privileges::default();
-    asked.add(spec);
+    asked.add(meta, spec);
     namespace_refused(policy, namespace)
         .or_else(|| asked.refused_by(policy))
         .or_else(|| {
@@ -195,6 +204,339 @@ pub fn enforced_levels(
         .collect()
 }
 
+/// A Pod Security check that a pod fails: kube-apiserver's
+/// `ForbiddenReason` and `ForbiddenDetail`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub reason: String,
+    pub detail: String,
+}
+
+/// What PodSecurity admission says of a pod that fails `level` (after
+/// `violates PodSecurity "<level>:latest": `): each failed check as
+/// `reason (detail)`, joined with ", ", in kube-apiserver's order; None if
+/// the pod meets the level.
+pub fn pod_security_refusal(
+    level: PodSecurityLevel,
+    metadata: &ObjectMeta,
+    spec: &PodSpec,
+) -> Option<String> {
+    let violations = pod_security_violations(level, metadata, spec);
+    (!violations.is_empty()).then(|| {
+        violations
+            .iter()
+            .map(|v| {
+                if v.detail.is_empty() {
+                    v.reason.clone()
+                } else {
+                    format!("{} ({})", v.reason, v.detail)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
+/// The checks of the Pod Security Standards, as kube-apiserver v1.37's
+/// PodSecurity admission (`k8s.io/pod-security-admission/policy`, version
+/// `latest`) names them. The order is upstream's: the baseline checks by
+/// name, then the restricted ones by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    AppArmorProfile,
+    CapabilitiesBaseline,
+    HostNamespaces,
+    HostPathVolumes,
+    HostPorts,
+    HostProbesAndHostLifecycle,
+    Privileged,
+    ProcMount,
+    SeLinuxOptions,
+    SeccompProfileBaseline,
+    Sysctls,
+    WindowsHostProcess,
+    AllowPrivilegeEscalation,
+    CapabilitiesRestricted,
+    ProcMountRestricted,
+    RestrictedVolumes,
+    RunAsNonRoot,
+    RunAsUser,
+    SeccompProfileRestricted,
+}
+
+impl Check {
+    const ALL: [Check; 19] = [
+        Check::AppArmorProfile,
+        Check::CapabilitiesBaseline,
+        Check::HostNamespaces,
+        Check::HostPathVolumes,
+        Check::HostPorts,
+        Check::HostProbesAndHostLifecycle,
+        Check::Privileged,
+        Check::ProcMount,
+        Check::SeLinuxOptions,
+        Check::SeccompProfileBaseline,
+        Check::Sysctls,
+        Check::WindowsHostProcess,
+        Check::AllowPrivilegeEscalation,
+        Check::CapabilitiesRestricted,
+        Check::ProcMountRestricted,
+        Check::RestrictedVolumes,
+        Check::RunAsNonRoot,
+        Check::RunAsUser,
+        Check::SeccompProfileRestricted,
+    ];
+
+    /// Whether `level` runs this check: `baseline` runs the baseline
+    /// checks; `restricted` runs the restricted ones and the baseline ones
+    /// that no restricted check overrides.
+    fn applies_at(self, level: PodSecurityLevel) -> bool {
+        let baseline = matches!(
+            self,
+            Check::AppArmorProfile
+                | Check::CapabilitiesBaseline
+                | Check::HostNamespaces
+                | Check::HostPathVolumes
+                | Check::HostPorts
+                | Check::HostProbesAndHostLifecycle
+                | Check::Privileged
+                | Check::ProcMount
+                | Check::SeLinuxOptions
+                | Check::SeccompProfileBaseline
+                | Check::Sysctls
+                | Check::WindowsHostProcess
+        );
+        let overridden_by_restricted = matches!(
+            self,
+            Check::CapabilitiesBaseline
+                | Check::HostPathVolumes
+                | Check::ProcMount
+                | Check::SeccompProfileBaseline
+        );
+        match level {
+            PodSecurityLevel::Privileged => false,
+            PodSecurityLevel::Baseline => baseline,
+            PodSecurityLevel::Restricted => !overridden_by_restricted,
+        }
+    }
+
+    fn run(self, pod: &PodView) -> Option<Violation> {
+        match self {
+            Check::AppArmorProfile => app_armor_profile(pod),
+            Check::CapabilitiesBaseline => capabilities_baseline(pod),
+            Check::HostNamespaces => host_namespaces(pod),
+            Check::HostPathVolumes => host_path_volumes(pod),
+            Check::HostPorts => host_ports(pod),
+            Check::HostProbesAndHostLifecycle => host_probes_and_lifecycle(pod),
+            Check::Privileged => privileged(pod),
+            Check::ProcMount | Check::ProcMountRestricted => {
+                proc_mount(pod, self == Check::ProcMount)
+            }
+            Check::SeLinuxOptions => se_linux_options(pod),
+            Check::SeccompProfileBaseline => seccomp_profile(pod, false),
+            Check::Sysctls => sysctls(pod),
+            Check::WindowsHostProcess => windows_host_process(pod),
+            Check::AllowPrivilegeEscalation => allow_privilege_escalation(pod),
+            Check::CapabilitiesRestricted => capabilities_restricted(pod),
+            Check::RestrictedVolumes => restricted_volumes(pod),
+            Check::RunAsNonRoot => run_as_non_root(pod),
+            Check::RunAsUser => run_as_user(pod),
+            Check::SeccompProfileRestricted => seccomp_profile(pod, true),
+        }
+    }
+}
+
+/// Every check of `level` that the pod fails, in kube-apiserver's order.
+pub fn pod_security_violations(
+    level: PodSecurityLevel,
+    metadata: &ObjectMeta,
+    spec: &PodSpec,
+) -> Vec<Violation> {
+    let pod = PodView::new(metadata, spec);
+    Check::ALL
+        .into_iter()
+        .filter(|c| c.applies_at(level))
+        .filter_map(|c| c.run(&pod))
+        .collect()
+}
+
+/// The pod as PodSecurity admission sees it: its annotations, its spec,
+/// and its containers (init containers first) with the AppArmor profile
+/// kube-apiserver copies from the deprecated annotation into a container
+/// that sets none, before admission (`applyAppArmorVersionSkew`).
+struct PodView<'a> {
+    annotations: std::collections::BTreeMap<String, String>,
+    spec: &'a PodSpec,
+    containers: Vec<(&'a Container, Option<String>)>,
+}
+
+/// The deprecated per-container AppArmor annotation's prefix.
+const APP_ARMOR_ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
+
+impl<'a> PodView<'a> {
+    fn new(metadata: &ObjectMeta, spec: &'a PodSpec) -> PodView<'a> {
+        let annotations = metadata.annotations.clone().unwrap_or_default();
+        let windows = is_windows(spec);
+        let pod_profile = spec
+            .security_context
+            .as_ref()
+            .and_then(|c| c.app_armor_profile.as_ref())
+            .map(|p| (p.type_.clone(), p.localhost_profile.clone()));
+        let containers = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+            .map(|c| {
+                let own = c
+                    .security_context
+                    .as_ref()
+                    .and_then(|s| s.app_armor_profile.as_ref())
+                    .map(|p| p.type_.clone());
+                let synced = match own {
+                    Some(own) => Some(own),
+                    None if !windows => annotations
+                        .get(&format!("{APP_ARMOR_ANNOTATION_PREFIX}{}", c.name))
+                        .and_then(|a| app_armor_field_for_annotation(a))
+                        .filter(|field| Some(field) != pod_profile.as_ref())
+                        .map(|(type_, _)| type_),
+                    None => None,
+                };
+                (c, synced)
+            })
+            .collect();
+        PodView {
+            annotations,
+            spec,
+            containers,
+        }
+    }
+
+    fn containers(&self) -> impl Iterator<Item = &'a Container> + '_ {
+        self.containers.iter().map(|(c, _)| *c)
+    }
+
+    fn pod_context(&self) -> Option<&'a k8s_openapi::api::core::v1::PodSecurityContext> {
+        self.spec.security_context.as_ref()
+    }
+
+    /// `hostUsers: false` relaxes the checks a user namespace makes moot.
+    fn in_user_namespace(&self) -> bool {
+        self.spec.host_users == Some(false)
+    }
+}
+
+/// The profile (type, localhost name) kube-apiserver derives from an
+/// AppArmor annotation's value; None for a value it cannot.
+fn app_armor_field_for_annotation(value: &str) -> Option<(String, Option<String>)> {
+    match value {
+        "unconfined" => Some(("Unconfined".into(), None)),
+        "runtime/default" => Some(("RuntimeDefault".into(), None)),
+        _ => value
+            .strip_prefix("localhost/")
+            .filter(|name| !name.is_empty())
+            .map(|name| ("Localhost".into(), Some(name.to_string()))),
+    }
+}
+
+fn is_windows(spec: &PodSpec) -> bool {
+    spec.os.as_ref().is_some_and(|os| os.name == "windows")
+}
+
+/// kube's `joinQuote`: `"a", "b"`.
+fn join_quote<S: AsRef<str>>(items: &[S]) -> String {
+    items
+        .iter()
+        .map(|i| format!("\"{}\"", i.as_ref()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn pluralize<'s>(singular: &'s str, plural: &'s str, count: usize) -> &'s str {
+    if count == 1 { singular } else { plural }
+}
+
+/// `container "a"` or `containers "a", "b"`.
+fn containers_named(names: &[&str]) -> String {
+    format!(
+        "{} {}",
+        pluralize("container", "containers", names.len()),
+        join_quote(names)
+    )
+}
+
+fn violation(reason: impl Into<String>, detail: impl Into<String>) -> Option<Violation> {
+    Some(Violation {
+        reason: reason.into(),
+        detail: detail.into(),
+    })
+}
+
+/// The names of the containers `bad` picks, in visiting order.
+fn bad_containers<'a>(pod: &PodView<'a>, mut bad: impl FnMut(&Container) -> bool) -> Vec<&'a str> {
+    pod.containers()
+        .filter(|c| bad(c))
+        .map(|c| c.name.as_str())
+        .collect()
+}
+
+fn context_of(c: &Container) -> Option<&k8s_openapi::api::core::v1::SecurityContext> {
+    c.security_context.as_ref()
+}
+
+fn app_armor_profile(pod: &PodView) -> Option<Violation> {
+    let allowed = |t: &str| matches!(t, "RuntimeDefault" | "Localhost");
+    let mut setters = Vec::new();
+    let mut values = BTreeSet::new();
+    if let Some(profile) = pod.pod_context().and_then(|c| c.app_armor_profile.as_ref())
+        && !allowed(&profile.type_)
+    {
+        setters.push("pod".to_string());
+        values.insert(profile.type_.clone());
+    }
+    let mut containers = Vec::new();
+    for (container, profile) in &pod.containers {
+        if let Some(profile) = profile.as_deref().filter(|t| !allowed(t)) {
+            containers.push(container.name.as_str());
+            values.insert(profile.to_string());
+        }
+    }
+    if !containers.is_empty() {
+        setters.push(containers_named(&containers));
+    }
+    let annotations: Vec<String> = pod
+        .annotations
+        .iter()
+        .filter(|(key, value)| {
+            key.starts_with(APP_ARMOR_ANNOTATION_PREFIX)
+                && !(value.is_empty()
+                    || value.as_str() == "runtime/default"
+                    || value.starts_with("localhost/"))
+        })
+        .map(|(key, value)| format!("{key}={value:?}"))
+        .collect();
+    let mut listed: Vec<String> = values.into_iter().collect();
+    if !annotations.is_empty() {
+        setters.push(pluralize("annotation", "annotations", annotations.len()).to_string());
+        listed.extend(annotations);
+    }
+    if setters.is_empty() {
+        return None;
+    }
+    violation(
+        pluralize(
+            "forbidden AppArmor profile",
+            "forbidden AppArmor profiles",
+            listed.len(),
+        ),
+        format!(
+            "{} must not set AppArmor profile type to {}",
+            setters.join(" and "),
+            join_quote(&listed)
+        ),
+    )
+}
+
 /// Capabilities the `baseline` level lets a container add.
 const BASELINE_CAPABILITIES: [&str; 13] = [
     "AUDIT_WRITE",
@@ -212,170 +554,605 @@ const BASELINE_CAPABILITIES: [&str; 13] = [
     "SYS_CHROOT",
 ];
 
-/// Sysctls the `baseline` level allows.
-const SAFE_SYSCTLS: [&str; 8] = [
+fn added_capabilities(c: &Container) -> &[String] {
+    context_of(c)
+        .and_then(|s| s.capabilities.as_ref())
+        .and_then(|c| c.add.as_deref())
+        .unwrap_or_default()
+}
+
+fn capabilities_baseline(pod: &PodView) -> Option<Violation> {
+    let mut added = BTreeSet::new();
+    let containers = bad_containers(pod, |c| {
+        let beyond: Vec<&String> = added_capabilities(c)
+            .iter()
+            .filter(|cap| !BASELINE_CAPABILITIES.contains(&cap.as_str()))
+            .collect();
+        let bad = !beyond.is_empty();
+        added.extend(beyond.into_iter().cloned());
+        bad
+    });
+    if containers.is_empty() {
+        return None;
+    }
+    let added: Vec<String> = added.into_iter().collect();
+    violation(
+        "non-default capabilities",
+        format!(
+            "{} must not include {} in securityContext.capabilities.add",
+            containers_named(&containers),
+            join_quote(&added)
+        ),
+    )
+}
+
+fn host_namespaces(pod: &PodView) -> Option<Violation> {
+    let spec = pod.spec;
+    let used: Vec<&str> = [
+        (spec.host_network, "hostNetwork=true"),
+        (spec.host_pid, "hostPID=true"),
+        (spec.host_ipc, "hostIPC=true"),
+    ]
+    .into_iter()
+    .filter(|(on, _)| *on == Some(true))
+    .map(|(_, name)| name)
+    .collect();
+    (!used.is_empty())
+        .then(|| violation("host namespaces", used.join(", ")))
+        .flatten()
+}
+
+fn host_path_volumes(pod: &PodView) -> Option<Violation> {
+    let volumes: Vec<&str> = pod
+        .spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter(|v| v.host_path.is_some())
+        .map(|v| v.name.as_str())
+        .collect();
+    if volumes.is_empty() {
+        return None;
+    }
+    violation(
+        "hostPath volumes",
+        format!(
+            "{} {}",
+            pluralize("volume", "volumes", volumes.len()),
+            join_quote(&volumes)
+        ),
+    )
+}
+
+fn host_ports(pod: &PodView) -> Option<Violation> {
+    let mut ports = BTreeSet::new();
+    let containers = bad_containers(pod, |c| {
+        let used: Vec<String> = c
+            .ports
+            .iter()
+            .flatten()
+            .filter_map(|p| p.host_port.filter(|h| *h != 0))
+            .map(|h| h.to_string())
+            .collect();
+        let bad = !used.is_empty();
+        ports.extend(used);
+        bad
+    });
+    if containers.is_empty() {
+        return None;
+    }
+    // Upstream sorts the ports as strings.
+    let ports: Vec<String> = ports.into_iter().collect();
+    violation(
+        "hostPort",
+        format!(
+            "{} {} {} {}",
+            containers_named(&containers),
+            pluralize("uses", "use", containers.len()),
+            pluralize("hostPort", "hostPorts", ports.len()),
+            ports.join(", ")
+        ),
+    )
+}
+
+fn host_probes_and_lifecycle(pod: &PodView) -> Option<Violation> {
+    use k8s_openapi::api::core::v1::{HTTPGetAction, TCPSocketAction};
+    let hosts = |http: Option<&HTTPGetAction>, tcp: Option<&TCPSocketAction>| -> Vec<String> {
+        http.and_then(|h| h.host.clone())
+            .into_iter()
+            .chain(tcp.and_then(|t| t.host.clone()))
+            .filter(|h| !h.is_empty())
+            .collect()
+    };
+    let mut containers = BTreeSet::new();
+    let mut forbidden = BTreeSet::new();
+    for c in pod.containers() {
+        let probes = [&c.liveness_probe, &c.readiness_probe, &c.startup_probe];
+        let mut found: Vec<String> = probes
+            .into_iter()
+            .flatten()
+            .flat_map(|p| hosts(p.http_get.as_ref(), p.tcp_socket.as_ref()))
+            .collect();
+        if let Some(lifecycle) = &c.lifecycle {
+            for handler in [&lifecycle.post_start, &lifecycle.pre_stop]
+                .into_iter()
+                .flatten()
+            {
+                found.extend(hosts(
+                    handler.http_get.as_ref(),
+                    handler.tcp_socket.as_ref(),
+                ));
+            }
+        }
+        if !found.is_empty() {
+            containers.insert(c.name.as_str());
+            forbidden.extend(found);
+        }
+    }
+    if containers.is_empty() {
+        return None;
+    }
+    let containers: Vec<&str> = containers.into_iter().collect();
+    let forbidden: Vec<String> = forbidden.into_iter().collect();
+    violation(
+        "probe or lifecycle host",
+        format!(
+            "{} {} {} {}",
+            containers_named(&containers),
+            pluralize("uses", "use", containers.len()),
+            pluralize(
+                "probe or lifecycle host",
+                "probe or lifecycle hosts",
+                forbidden.len()
+            ),
+            join_quote(&forbidden)
+        ),
+    )
+}
+
+fn privileged(pod: &PodView) -> Option<Violation> {
+    let containers = bad_containers(pod, |c| {
+        context_of(c).and_then(|s| s.privileged) == Some(true)
+    });
+    if containers.is_empty() {
+        return None;
+    }
+    violation(
+        "privileged",
+        format!(
+            "{} must not set securityContext.privileged=true",
+            containers_named(&containers)
+        ),
+    )
+}
+
+/// `procMount`; at `baseline` a user-namespaced pod may use any.
+fn proc_mount(pod: &PodView, baseline: bool) -> Option<Violation> {
+    if baseline && pod.in_user_namespace() {
+        return None;
+    }
+    let mut types = BTreeSet::new();
+    let containers = bad_containers(pod, |c| {
+        match context_of(c).and_then(|s| s.proc_mount.as_deref()) {
+            Some(mount) if mount != "Default" => {
+                types.insert(mount.to_string());
+                true
+            }
+            _ => false,
+        }
+    });
+    if containers.is_empty() {
+        return None;
+    }
+    let types: Vec<String> = types.into_iter().collect();
+    violation(
+        "procMount",
+        format!(
+            "{} must not set securityContext.procMount to {}",
+            containers_named(&containers),
+            join_quote(&types)
+        ),
+    )
+}
+
+/// SELinux types the `baseline` level allows (besides none).
+const SELINUX_TYPES: [&str; 5] = [
+    "",
+    "container_t",
+    "container_init_t",
+    "container_kvm_t",
+    "container_engine_t",
+];
+
+fn se_linux_options(pod: &PodView) -> Option<Violation> {
+    use k8s_openapi::api::core::v1::SELinuxOptions;
+    let mut types = BTreeSet::new();
+    let mut user = false;
+    let mut role = false;
+    let mut fails = |options: &SELinuxOptions| {
+        let type_ = options.type_.as_deref().unwrap_or_default();
+        let mut bad = false;
+        if !SELINUX_TYPES.contains(&type_) {
+            types.insert(type_.to_string());
+            bad = true;
+        }
+        if !options.user.as_deref().unwrap_or_default().is_empty() {
+            user = true;
+            bad = true;
+        }
+        if !options.role.as_deref().unwrap_or_default().is_empty() {
+            role = true;
+            bad = true;
+        }
+        bad
+    };
+    let mut setters = Vec::new();
+    if pod
+        .pod_context()
+        .and_then(|c| c.se_linux_options.as_ref())
+        .is_some_and(&mut fails)
+    {
+        setters.push("pod".to_string());
+    }
+    let containers = bad_containers(pod, |c| {
+        context_of(c)
+            .and_then(|s| s.se_linux_options.as_ref())
+            .is_some_and(&mut fails)
+    });
+    if !containers.is_empty() {
+        setters.push(containers_named(&containers));
+    }
+    if setters.is_empty() {
+        return None;
+    }
+    let mut what = Vec::new();
+    if !types.is_empty() {
+        let types: Vec<String> = types.into_iter().collect();
+        what.push(format!(
+            "{} {}",
+            pluralize("type", "types", types.len()),
+            join_quote(&types)
+        ));
+    }
+    if user {
+        what.push("user may not be set".to_string());
+    }
+    if role {
+        what.push("role may not be set".to_string());
+    }
+    violation(
+        "seLinuxOptions",
+        format!(
+            "{} set forbidden securityContext.seLinuxOptions: {}",
+            setters.join(" and "),
+            what.join("; ")
+        ),
+    )
+}
+
+/// `seccompProfile`: `baseline` forbids `Unconfined`; `restricted` also
+/// requires `RuntimeDefault` or `Localhost` on the pod or every container
+/// (Windows pods excepted).
+fn seccomp_profile(pod: &PodView, restricted: bool) -> Option<Violation> {
+    if restricted && is_windows(pod.spec) {
+        return None;
+    }
+    let valid = |t: &str| matches!(t, "RuntimeDefault" | "Localhost");
+    let mut setters = Vec::new();
+    let mut values = BTreeSet::new();
+    let mut pod_set = false;
+    if let Some(profile) = pod.pod_context().and_then(|c| c.seccomp_profile.as_ref()) {
+        if valid(&profile.type_) {
+            pod_set = true;
+        } else {
+            setters.push("pod".to_string());
+            values.insert(profile.type_.clone());
+        }
+    }
+    let mut implicit = Vec::new();
+    let explicit = bad_containers(pod, |c| {
+        match context_of(c).and_then(|s| s.seccomp_profile.as_ref()) {
+            Some(profile) if !valid(&profile.type_) => {
+                values.insert(profile.type_.clone());
+                true
+            }
+            Some(_) => false,
+            None => {
+                if !pod_set {
+                    implicit.push(c.name.clone());
+                }
+                false
+            }
+        }
+    });
+    if !explicit.is_empty() {
+        setters.push(containers_named(&explicit));
+    }
+    if !setters.is_empty() {
+        let values: Vec<String> = values.into_iter().collect();
+        return violation(
+            "seccompProfile",
+            format!(
+                "{} must not set securityContext.seccompProfile.type to {}",
+                setters.join(" and "),
+                join_quote(&values)
+            ),
+        );
+    }
+    if restricted && !implicit.is_empty() {
+        let implicit: Vec<&str> = implicit.iter().map(String::as_str).collect();
+        return violation(
+            "seccompProfile",
+            format!(
+                "pod or {} must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\"",
+                containers_named(&implicit)
+            ),
+        );
+    }
+    None
+}
+
+/// Sysctls the `baseline` level allows at version `latest` (v1.37; a
+/// namespace pinned to an older version allows fewer).
+const SAFE_SYSCTLS: [&str; 14] = [
     "kernel.shm_rmid_forced",
     "net.ipv4.ip_local_port_range",
-    "net.ipv4.ip_unprivileged_port_start",
     "net.ipv4.tcp_syncookies",
     "net.ipv4.ping_group_range",
+    "net.ipv4.ip_unprivileged_port_start",
     "net.ipv4.ip_local_reserved_ports",
     "net.ipv4.tcp_keepalive_time",
     "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+    "net.ipv4.tcp_slow_start_after_idle",
+    "net.ipv4.tcp_notsent_lowat",
 ];
 
-/// Volume types the `restricted` level allows.
-const RESTRICTED_VOLUMES: [&str; 8] = [
+fn sysctls(pod: &PodView) -> Option<Violation> {
+    let forbidden: Vec<&str> = pod
+        .pod_context()
+        .and_then(|c| c.sysctls.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|s| s.name.as_str())
+        .filter(|name| !SAFE_SYSCTLS.contains(name))
+        .collect();
+    (!forbidden.is_empty())
+        .then(|| violation("forbidden sysctls", forbidden.join(", ")))
+        .flatten()
+}
+
+fn windows_host_process(pod: &PodView) -> Option<Violation> {
+    let host_process = |w: Option<&k8s_openapi::api::core::v1::WindowsSecurityContextOptions>| {
+        w.and_then(|w| w.host_process) == Some(true)
+    };
+    let mut setters = Vec::new();
+    if host_process(pod.pod_context().and_then(|c| c.windows_options.as_ref())) {
+        setters.push("pod".to_string());
+    }
+    let containers = bad_containers(pod, |c| {
+        host_process(context_of(c).and_then(|s| s.windows_options.as_ref()))
+    });
+    if !containers.is_empty() {
+        setters.push(containers_named(&containers));
+    }
+    if setters.is_empty() {
+        return None;
+    }
+    violation(
+        "hostProcess",
+        format!(
+            "{} must not set securityContext.windowsOptions.hostProcess=true",
+            setters.join(" and ")
+        ),
+    )
+}
+
+fn allow_privilege_escalation(pod: &PodView) -> Option<Violation> {
+    if is_windows(pod.spec) {
+        return None;
+    }
+    let containers = bad_containers(pod, |c| {
+        context_of(c).and_then(|s| s.allow_privilege_escalation) != Some(false)
+    });
+    if containers.is_empty() {
+        return None;
+    }
+    violation(
+        "allowPrivilegeEscalation != false",
+        format!(
+            "{} must set securityContext.allowPrivilegeEscalation=false",
+            containers_named(&containers)
+        ),
+    )
+}
+
+fn capabilities_restricted(pod: &PodView) -> Option<Violation> {
+    if is_windows(pod.spec) {
+        return None;
+    }
+    let missing_drop_all = bad_containers(pod, |c| {
+        !context_of(c)
+            .and_then(|s| s.capabilities.as_ref())
+            .and_then(|c| c.drop.as_ref())
+            .is_some_and(|d| d.iter().any(|c| c == "ALL"))
+    });
+    let mut forbidden = BTreeSet::new();
+    let adding = bad_containers(pod, |c| {
+        let beyond: Vec<&String> = added_capabilities(c)
+            .iter()
+            .filter(|cap| cap.as_str() != "NET_BIND_SERVICE")
+            .collect();
+        let bad = !beyond.is_empty();
+        forbidden.extend(beyond.into_iter().cloned());
+        bad
+    });
+    let mut details = Vec::new();
+    if !missing_drop_all.is_empty() {
+        details.push(format!(
+            "{} must set securityContext.capabilities.drop=[\"ALL\"]",
+            containers_named(&missing_drop_all)
+        ));
+    }
+    if !adding.is_empty() {
+        let forbidden: Vec<String> = forbidden.into_iter().collect();
+        details.push(format!(
+            "{} must not include {} in securityContext.capabilities.add",
+            containers_named(&adding),
+            join_quote(&forbidden)
+        ));
+    }
+    (!details.is_empty())
+        .then(|| violation("unrestricted capabilities", details.join("; ")))
+        .flatten()
+}
+
+/// Volume types the `restricted` level allows, by their field name.
+const RESTRICTED_VOLUMES: [&str; 9] = [
     "configMap",
     "csi",
     "downwardAPI",
     "emptyDir",
     "ephemeral",
+    "image",
     "persistentVolumeClaim",
     "projected",
     "secret",
 ];
 
-fn containers(spec: &PodSpec) -> impl Iterator<Item = &Container> {
-    spec.containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
-}
+/// The types upstream names when it refuses a volume; others are
+/// `unknown`.
+const NAMED_VOLUME_TYPES: [&str; 21] = [
+    "hostPath",
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "gitRepo",
+    "nfs",
+    "iscsi",
+    "glusterfs",
+    "rbd",
+    "flexVolume",
+    "cinder",
+    "cephfs",
+    "flocker",
+    "fc",
+    "azureFile",
+    "vsphereVolume",
+    "quobyte",
+    "azureDisk",
+    "photonPersistentDisk",
+    "portworxVolume",
+    "scaleIO",
+    "storageos",
+];
 
-/// The first check of the Pod Security Standards' `baseline` level that
-/// `spec` fails (Kubernetes v1.3x: the checks that apply to Linux pods).
-fn breaks_baseline(spec: &PodSpec) -> Option<String> {
-    if spec.host_network == Some(true) || spec.host_pid == Some(true) || spec.host_ipc == Some(true)
-    {
-        return Some("hostNetwork, hostPID and hostIPC must be unset".into());
-    }
-    if spec.volumes.iter().flatten().any(|v| v.host_path.is_some()) {
-        return Some("hostPath volumes are forbidden".into());
-    }
-    let pod_context = spec.security_context.as_ref();
-    if let Some(sysctl) = pod_context
-        .and_then(|c| c.sysctls.as_ref())
-        .into_iter()
-        .flatten()
-        .find(|s| !SAFE_SYSCTLS.contains(&s.name.as_str()))
-    {
-        return Some(format!("sysctl {} is forbidden", sysctl.name));
-    }
-    let unconfined = |seccomp: Option<&k8s_openapi::api::core::v1::SeccompProfile>| {
-        seccomp.is_some_and(|p| p.type_ == "Unconfined")
-    };
-    if unconfined(pod_context.and_then(|c| c.seccomp_profile.as_ref())) {
-        return Some("seccompProfile type Unconfined is forbidden".into());
-    }
-    for container in containers(spec) {
-        let name = &container.name;
-        let context = container.security_context.as_ref();
-        if context.and_then(|c| c.privileged) == Some(true) {
-            return Some(format!("container {name} must not be privileged"));
-        }
-        if let Some(added) = context
-            .and_then(|c| c.capabilities.as_ref())
-            .and_then(|c| c.add.as_ref())
-            .into_iter()
-            .flatten()
-            .find(|c| !BASELINE_CAPABILITIES.contains(&c.as_str()))
-        {
-            return Some(format!("container {name} must not add capability {added}"));
-        }
-        if container
-            .ports
-            .iter()
-            .flatten()
-            .any(|p| p.host_port.is_some_and(|h| h != 0))
-        {
-            return Some(format!("container {name} must not use hostPort"));
-        }
-        if context
-            .and_then(|c| c.proc_mount.as_deref())
-            .is_some_and(|m| m != "Default")
-        {
-            return Some(format!("container {name} must use the Default procMount"));
-        }
-        if unconfined(context.and_then(|c| c.seccomp_profile.as_ref())) {
-            return Some(format!(
-                "container {name}: seccompProfile type Unconfined is forbidden"
-            ));
-        }
-    }
-    None
-}
-
-/// The first check of the `restricted` level beyond `baseline` that `spec`
-/// fails.
-fn breaks_restricted(spec: &PodSpec) -> Option<String> {
-    if let Some(volume) = spec.volumes.iter().flatten().find(|v| {
-        let as_json = serde_json::to_value(v).unwrap_or_default();
-        as_json
+fn restricted_volumes(pod: &PodView) -> Option<Violation> {
+    let mut volumes = Vec::new();
+    let mut types = BTreeSet::new();
+    for volume in pod.spec.volumes.iter().flatten() {
+        let as_json = serde_json::to_value(volume).unwrap_or_default();
+        let sources: Vec<&str> = as_json
             .as_object()
             .into_iter()
             .flatten()
-            .any(|(key, _)| key != "name" && !RESTRICTED_VOLUMES.contains(&key.as_str()))
-    }) {
-        return Some(format!("volume {} is of a forbidden type", volume.name));
+            .map(|(key, _)| key.as_str())
+            .filter(|key| *key != "name")
+            .collect();
+        if sources.iter().any(|s| RESTRICTED_VOLUMES.contains(s)) {
+            continue;
+        }
+        volumes.push(volume.name.as_str());
+        let named = NAMED_VOLUME_TYPES
+            .iter()
+            .find(|t| sources.contains(t))
+            .copied()
+            .unwrap_or("unknown");
+        types.insert(named);
     }
-    let pod_context = spec.security_context.as_ref();
-    let pod_non_root = pod_context.and_then(|c| c.run_as_non_root) == Some(true);
-    let pod_seccomp = pod_context
-        .and_then(|c| c.seccomp_profile.as_ref())
-        .map(|p| p.type_.as_str());
-    if pod_context.and_then(|c| c.run_as_user) == Some(0) {
-        return Some("runAsUser must not be 0".into());
+    if volumes.is_empty() {
+        return None;
     }
-    for container in containers(spec) {
-        let name = &container.name;
-        let context = container.security_context.as_ref();
-        if context.and_then(|c| c.allow_privilege_escalation) != Some(false) {
-            return Some(format!(
-                "container {name} must set securityContext.allowPrivilegeEscalation=false"
-            ));
-        }
-        let capabilities = context.and_then(|c| c.capabilities.as_ref());
-        let drops_all = capabilities
-            .and_then(|c| c.drop.as_ref())
-            .is_some_and(|d| d.iter().any(|c| c == "ALL"));
-        if !drops_all {
-            return Some(format!(
-                "container {name} must set securityContext.capabilities.drop=[\"ALL\"]"
-            ));
-        }
-        if let Some(added) = capabilities
-            .and_then(|c| c.add.as_ref())
-            .into_iter()
-            .flatten()
-            .find(|c| *c != "NET_BIND_SERVICE")
-        {
-            return Some(format!("container {name} must not add capability {added}"));
-        }
-        match context.and_then(|c| c.run_as_non_root) {
-            Some(false) => {
-                return Some(format!("container {name} must not set runAsNonRoot=false"));
-            }
-            None if !pod_non_root => {
-                return Some(format!(
-                    "container {name} must set securityContext.runAsNonRoot=true (or the pod must)"
-                ));
-            }
-            _ => {}
-        }
-        if context.and_then(|c| c.run_as_user) == Some(0) {
-            return Some(format!("container {name} must not set runAsUser=0"));
-        }
-        let seccomp = context
-            .and_then(|c| c.seccomp_profile.as_ref())
-            .map(|p| p.type_.as_str())
-            .or(pod_seccomp);
-        if !matches!(seccomp, Some("RuntimeDefault" | "Localhost")) {
-            return Some(format!(
-                "container {name} must set securityContext.seccompProfile.type to RuntimeDefault or Localhost (or the pod must)"
-            ));
-        }
+    let types: Vec<&str> = types.into_iter().collect();
+    violation(
+        "restricted volume types",
+        format!(
+            "{} {} {} {} {}",
+            pluralize("volume", "volumes", volumes.len()),
+            join_quote(&volumes),
+            pluralize("uses", "use", volumes.len()),
+            pluralize(
+                "restricted volume type",
+                "restricted volume types",
+                types.len()
+            ),
+            join_quote(&types)
+        ),
+    )
+}
+
+fn run_as_non_root(pod: &PodView) -> Option<Violation> {
+    if pod.in_user_namespace() {
+        return None;
+    }
+    let mut setters = Vec::new();
+    let pod_value = pod.pod_context().and_then(|c| c.run_as_non_root);
+    if pod_value == Some(false) {
+        setters.push("pod".to_string());
+    }
+    let explicit = bad_containers(pod, |c| {
+        context_of(c).and_then(|s| s.run_as_non_root) == Some(false)
+    });
+    let implicit = bad_containers(pod, |c| {
+        context_of(c).and_then(|s| s.run_as_non_root).is_none() && pod_value != Some(true)
+    });
+    if !explicit.is_empty() {
+        setters.push(containers_named(&explicit));
+    }
+    if !setters.is_empty() {
+        return violation(
+            "runAsNonRoot != true",
+            format!(
+                "{} must not set securityContext.runAsNonRoot=false",
+                setters.join(" and ")
+            ),
+        );
+    }
+    if !implicit.is_empty() {
+        return violation(
+            "runAsNonRoot != true",
+            format!(
+                "pod or {} must set securityContext.runAsNonRoot=true",
+                containers_named(&implicit)
+            ),
+        );
     }
     None
+}
+
+fn run_as_user(pod: &PodView) -> Option<Violation> {
+    if pod.in_user_namespace() {
+        return None;
+    }
+    let mut setters = Vec::new();
+    if pod.pod_context().and_then(|c| c.run_as_user) == Some(0) {
+        setters.push("pod".to_string());
+    }
+    let containers = bad_containers(pod, |c| {
+        context_of(c).and_then(|s| s.run_as_user) == Some(0)
+    });
+    if !containers.is_empty() {
+        setters.push(containers_named(&containers));
+    }
+    if setters.is_empty() {
+        return None;
+    }
+    violation(
+        "runAsUser=0",
+        format!("{} must not set runAsUser=0", setters.join(" and ")),
+    )
 }
 
 #[cfg(test)]
@@ -384,7 +1161,10 @@ mod tests {
 
     fn asking(spec: serde_json::Value) -> Privileges {
         let mut privileges = Privileges::default();
-        privileges.add(&serde_json::from_value(spec).expect("a pod spec"));
+        privileges.add(
+            &ObjectMeta::default(),
+            &serde_json::from_value(spec).expect("a pod spec"),
+        );
         privileges
     }
 
@@ -452,87 +1232,201 @@ mod tests {
         );
     }
 
-    /// The Pod Security Standards, as kube-apiserver's PodSecurity admission
-    /// checks them (each row also passes the next looser level).
+    /// The Pod Security Standards, as kube-apiserver v1.37's PodSecurity
+    /// admission checks and words them: each pod (metadata and spec), the
+    /// strictest level it meets, and what a stricter level says of it.
     #[test]
     fn pod_security_levels() {
         use PodSecurityLevel::{Baseline, Privileged, Restricted};
-        let hardened = serde_json::json!({
+        use serde_json::json;
+        let hardened = json!({
             "allowPrivilegeEscalation": false, "runAsNonRoot": true,
             "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}});
-        let plain = || serde_json::json!({"containers": [container(serde_json::json!({}))]});
-        let table: Vec<(serde_json::Value, PodSecurityLevel, &str)> = vec![
+        let with = |context: serde_json::Value| json!({"containers": [container(json!({"securityContext": context}))]});
+        let plain = json!({"containers": [container(json!({}))]});
+        let none = json!({});
+        let table: Vec<(serde_json::Value, serde_json::Value, PodSecurityLevel, &str)> = vec![
+            (none.clone(), with(hardened.clone()), Restricted, ""),
             (
-                serde_json::json!({"containers": [container(serde_json::json!({"securityContext": hardened}))]}),
+                none.clone(),
+                plain.clone(),
+                Baseline,
+                "allowPrivilegeEscalation != false (container \"tensorflow\" must set securityContext.allowPrivilegeEscalation=false), unrestricted capabilities (container \"tensorflow\" must set securityContext.capabilities.drop=[\"ALL\"]), runAsNonRoot != true (pod or container \"tensorflow\" must set securityContext.runAsNonRoot=true), seccompProfile (pod or container \"tensorflow\" must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\")",
+            ),
+            (
+                none.clone(),
+                json!({"hostNetwork": true, "hostIPC": true, "containers": [container(json!({}))]}),
+                Privileged,
+                "host namespaces (hostNetwork=true, hostIPC=true)",
+            ),
+            (
+                none.clone(),
+                json!({"initContainers": [{"name": "init", "image": "i", "securityContext": {"privileged": true}}],
+                    "containers": [container(json!({"securityContext": {"privileged": true}}))]}),
+                Privileged,
+                "privileged (containers \"init\", \"tensorflow\" must not set securityContext.privileged=true)",
+            ),
+            (
+                none.clone(),
+                with(json!({"capabilities": {"add": ["SYS_ADMIN", "NET_RAW", "CHOWN"]}})),
+                Privileged,
+                "non-default capabilities (container \"tensorflow\" must not include \"NET_RAW\", \"SYS_ADMIN\" in securityContext.capabilities.add)",
+            ),
+            (
+                none.clone(),
+                json!({"containers": [container(json!({"ports": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 81, "hostPort": 443}]}))]}),
+                Privileged,
+                "hostPort (container \"tensorflow\" uses hostPorts 443, 8080)",
+            ),
+            (
+                none.clone(),
+                json!({"volumes": [{"name": "data", "hostPath": {"path": "/data"}}], "containers": [container(json!({}))]}),
+                Privileged,
+                "hostPath volumes (volume \"data\")",
+            ),
+            (
+                none.clone(),
+                json!({"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}, {"name": "net.ipv4.tcp_rmem", "value": "1"}, {"name": "vm.swappiness", "value": "1"}]},
+                    "containers": [container(json!({}))]}),
+                Privileged,
+                "forbidden sysctls (kernel.msgmax, vm.swappiness)",
+            ),
+            (
+                json!({"annotations": {"container.apparmor.security.beta.kubernetes.io/tensorflow": "unconfined"}}),
+                plain.clone(),
+                Privileged,
+                "forbidden AppArmor profiles (container \"tensorflow\" and annotation must not set AppArmor profile type to \"Unconfined\", \"container.apparmor.security.beta.kubernetes.io/tensorflow=\"unconfined\"\")",
+            ),
+            (
+                json!({"annotations": {"container.apparmor.security.beta.kubernetes.io/tensorflow": "localhost/trainer"}}),
+                with(hardened.clone()),
                 Restricted,
                 "",
             ),
             (
-                plain(),
+                none.clone(),
+                json!({"securityContext": {"appArmorProfile": {"type": "Unconfined"}}, "containers": [container(json!({}))]}),
+                Privileged,
+                "forbidden AppArmor profile (pod must not set AppArmor profile type to \"Unconfined\")",
+            ),
+            (
+                none.clone(),
+                with(json!({"seLinuxOptions": {"type": "spc_t"}})),
+                Privileged,
+                "seLinuxOptions (container \"tensorflow\" set forbidden securityContext.seLinuxOptions: type \"spc_t\")",
+            ),
+            (
+                none.clone(),
+                json!({"securityContext": {"seLinuxOptions": {"user": "system_u", "role": "system_r"}}, "containers": [container(json!({}))]}),
+                Privileged,
+                "seLinuxOptions (pod set forbidden securityContext.seLinuxOptions: user may not be set; role may not be set)",
+            ),
+            (
+                none.clone(),
+                json!({"hostNetwork": true, "securityContext": {"windowsOptions": {"hostProcess": true}}, "containers": [container(json!({}))]}),
+                Privileged,
+                "host namespaces (hostNetwork=true), hostProcess (pod must not set securityContext.windowsOptions.hostProcess=true)",
+            ),
+            (
+                none.clone(),
+                with(json!({"procMount": "Unmasked"})),
+                Privileged,
+                "procMount (container \"tensorflow\" must not set securityContext.procMount to \"Unmasked\")",
+            ),
+            (
+                none.clone(),
+                json!({"securityContext": {"seccompProfile": {"type": "Unconfined"}}, "containers": [container(json!({}))]}),
+                Privileged,
+                "seccompProfile (pod must not set securityContext.seccompProfile.type to \"Unconfined\")",
+            ),
+            (
+                none.clone(),
+                json!({"containers": [container(json!({"livenessProbe": {"httpGet": {"host": "10.0.0.1", "port": 80}}}))]}),
+                Privileged,
+                "probe or lifecycle host (container \"tensorflow\" uses probe or lifecycle host \"10.0.0.1\")",
+            ),
+            (
+                none.clone(),
+                json!({"volumes": [{"name": "nfs", "nfs": {"server": "s", "path": "/"}}, {"name": "cache", "emptyDir": {}}],
+                    "containers": [container(json!({"securityContext": hardened}))]}),
                 Baseline,
-                "container tensorflow must set securityContext.allowPrivilegeEscalation=false",
+                "restricted volume types (volume \"nfs\" uses restricted volume type \"nfs\")",
             ),
             (
-                serde_json::json!({"hostNetwork": true, "containers": [container(serde_json::json!({}))]}),
-                Privileged,
-                "hostNetwork, hostPID and hostIPC must be unset",
-            ),
-            (
-                serde_json::json!({"containers": [container(serde_json::json!({"securityContext": {"privileged": true}}))]}),
-                Privileged,
-                "container tensorflow must not be privileged",
-            ),
-            (
-                serde_json::json!({"containers": [container(serde_json::json!({"securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}))]}),
-                Privileged,
-                "container tensorflow must not add capability SYS_ADMIN",
-            ),
-            (
-                serde_json::json!({"containers": [container(serde_json::json!({"ports": [{"containerPort": 80, "hostPort": 80}]}))]}),
-                Privileged,
-                "container tensorflow must not use hostPort",
-            ),
-            (
-                serde_json::json!({"volumes": [{"name": "data", "hostPath": {"path": "/data"}}], "containers": [container(serde_json::json!({}))]}),
-                Privileged,
-                "hostPath volumes are forbidden",
-            ),
-            (
-                serde_json::json!({"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}, "containers": [container(serde_json::json!({}))]}),
-                Privileged,
-                "sysctl kernel.msgmax is forbidden",
-            ),
-            (
-                serde_json::json!({"volumes": [{"name": "nfs", "nfs": {"server": "s", "path": "/"}}],
-                    "containers": [container(serde_json::json!({"securityContext": hardened}))]}),
-                Baseline,
-                "volume nfs is of a forbidden type",
-            ),
-            (
-                serde_json::json!({"securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
-                    "containers": [container(serde_json::json!({"securityContext": {
+                json!({}),
+                json!({"securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [container(json!({"securityContext": {
                         "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}))]}),
                 Restricted,
                 "",
             ),
             (
-                serde_json::json!({"containers": [container(serde_json::json!({"securityContext": {
+                none.clone(),
+                json!({"securityContext": {"runAsUser": 0, "runAsNonRoot": false},
+                    "containers": [container(json!({"securityContext": {
+                        "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE", "SYS_TIME"]},
+                        "seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}, "runAsUser": 0}}))]}),
+                Privileged,
+                "non-default capabilities (container \"tensorflow\" must not include \"SYS_TIME\" in securityContext.capabilities.add)",
+            ),
+            (
+                none.clone(),
+                json!({"hostUsers": false, "containers": [container(json!({"securityContext": {
                     "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
-                    "seccompProfile": {"type": "RuntimeDefault"}}}))]}),
-                Baseline,
-                "container tensorflow must set securityContext.runAsNonRoot=true (or the pod must)",
+                    "seccompProfile": {"type": "RuntimeDefault"}, "runAsUser": 0}}))]}),
+                Restricted,
+                "",
             ),
         ];
-        for (spec, highest, why) in table {
-            let privileges = asking(spec.clone());
+        for (metadata, spec, highest, why) in table {
+            let metadata: ObjectMeta = serde_json::from_value(metadata).expect("metadata");
+            let spec: PodSpec = serde_json::from_value(spec.clone()).expect("a pod spec");
             for level in [Privileged, Baseline, Restricted] {
-                let refused = privileges.refused_at(level);
+                let refused = pod_security_refusal(level, &metadata, &spec);
                 if level <= highest {
-                    assert_eq!(refused, None, "{spec} at {level:?}");
+                    assert_eq!(refused, None, "{spec:?} at {level:?}");
+                } else if level == Restricted && highest < Baseline {
+                    assert!(refused.is_some(), "{spec:?} at {level:?}");
                 } else {
-                    assert_eq!(refused, Some(why), "{spec} at {level:?}");
+                    assert_eq!(refused.as_deref(), Some(why), "{spec:?} at {level:?}");
                 }
             }
         }
+    }
+
+    /// The restricted level runs the baseline checks that no restricted
+    /// check overrides, after them, and words each as kube-apiserver does.
+    #[test]
+    fn restricted_reports_every_failed_check_in_order() {
+        let spec: PodSpec = serde_json::from_value(serde_json::json!({
+            "securityContext": {"runAsUser": 0, "runAsNonRoot": false},
+            "volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+            "containers": [container(serde_json::json!({"securityContext": {
+                "privileged": true, "allowPrivilegeEscalation": true,
+                "capabilities": {"add": ["SYS_ADMIN"]},
+                "seccompProfile": {"type": "Unconfined"}}}))]}))
+        .expect("a pod spec");
+        let meta = ObjectMeta::default();
+        assert_eq!(
+            pod_security_refusal(PodSecurityLevel::Baseline, &meta, &spec).as_deref(),
+            Some(
+                "non-default capabilities (container \"tensorflow\" must not include \"SYS_ADMIN\" in securityContext.capabilities.add), \
+                 hostPath volumes (volume \"root\"), \
+                 privileged (container \"tensorflow\" must not set securityContext.privileged=true), \
+                 seccompProfile (container \"tensorflow\" must not set securityContext.seccompProfile.type to \"Unconfined\")"
+            )
+        );
+        assert_eq!(
+            pod_security_refusal(PodSecurityLevel::Restricted, &meta, &spec).as_deref(),
+            Some(
+                "privileged (container \"tensorflow\" must not set securityContext.privileged=true), \
+                 allowPrivilegeEscalation != false (container \"tensorflow\" must set securityContext.allowPrivilegeEscalation=false), \
+                 unrestricted capabilities (container \"tensorflow\" must set securityContext.capabilities.drop=[\"ALL\"]; container \"tensorflow\" must not include \"SYS_ADMIN\" in securityContext.capabilities.add), \
+                 restricted volume types (volume \"root\" uses restricted volume type \"hostPath\"), \
+                 runAsNonRoot != true (pod must not set securityContext.runAsNonRoot=false), \
+                 runAsUser=0 (pod must not set runAsUser=0), \
+                 seccompProfile (container \"tensorflow\" must not set securityContext.seccompProfile.type to \"Unconfined\")"
+            )
+        );
     }
 }

@@ -12,10 +12,12 @@ pub mod capacity;
 #[cfg(test)]
 mod fuzz;
 pub mod isolation;
+pub mod kube_names;
 pub mod lifecycle;
 pub mod member_identity;
 pub mod observed;
 pub mod placement;
+pub mod pod_validation;
 pub use kube_quantity as quantity;
 pub mod record;
 pub mod shown_error;

@@ -14,25 +14,17 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::api::{
-    CleanUpPolicy, FederationPolicy, FederationStrategy, MAX_REPLICAS, PodTemplate, ReplicaType,
+    CleanUpPolicy, FederationPolicy, FederationStrategy, MAX_REPLICAS,
+    MAX_TEMPLATE_BYTES_TIMES_REPLICAS, MAX_TOTAL_REPLICAS, MAX_WEIGHT, PodTemplate, ReplicaType,
     RestartPolicy, TENSORFLOW_CONTAINER, TensorFlowTrainingJob, TensorFlowTrainingJobSpec,
 };
+use crate::kube_names;
 
 /// The condition and Event reason for a job that fails validation.
 pub use crate::api::reason::INVALID_SPEC as INVALID_SPEC_REASON;
 
-/// The most replicas one job may have, over all its types (README "How big
-/// a job may be"): a job at this bound keeps the controller well under the
-/// chart's memory limit (`cargo bench --bench controller`, workload h).
-pub const MAX_JOB_REPLICAS: usize = 2_001;
-/// The most bytes one replica type's template may take, as JSON.
-pub const MAX_TEMPLATE_BYTES: usize = 64 * 1024;
-
 /// The longest DNS-1035 label (a Service name).
 const MAX_LABEL_LENGTH: usize = 63;
-
-/// The port name whose number the controller uses for TF_CONFIG.
-const TF_PORT_NAME: &str = "tfjob-port";
 
 /// One violated rule, e.g. `spec.replicaSpecs[0].replicas: Invalid value: -1: …`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -286,11 +278,53 @@ fn check_replica_specs(spec: &TensorFlowTrainingJobSpec, errors: &mut Errors) {
         }
         check_template(&replica.template, &format!("{path}.template"), errors);
     }
+    check_job_size(spec, errors);
     if spec.master().is_none() && spec.replica_specs.iter().all(|r| r.parsed_type().is_some()) {
         errors.required(
             "spec.replicaSpecs",
             "a chief or at least one worker is needed: the master replica (chief, else \
              worker-0) decides when the job succeeds",
+        );
+    }
+}
+
+/// The job-size bound (README, "The job-size bound"): replicas over all
+/// types, and template bytes times replicas, what the controller holds and
+/// builds per job.
+fn check_job_size(spec: &TensorFlowTrainingJobSpec, errors: &mut Errors) {
+    let counted = || {
+        spec.replica_specs
+            .iter()
+            .map(|r| i64::from(r.replicas.clamp(0, MAX_REPLICAS)))
+    };
+    let total: i64 = counted().sum();
+    if total > MAX_TOTAL_REPLICAS {
+        errors.invalid(
+            "spec.replicaSpecs",
+            total,
+            &format!(
+                "a job may have at most {MAX_TOTAL_REPLICAS} replicas over all its replica types"
+            ),
+        );
+    }
+    let bytes: usize = spec
+        .replica_specs
+        .iter()
+        .zip(counted())
+        .map(|(r, replicas)| {
+            let template = serde_json::to_vec(&r.template).map_or(0, |t| t.len());
+            template.saturating_mul(usize::try_from(replicas).unwrap_or(0))
+        })
+        .fold(0, usize::saturating_add);
+    if bytes > MAX_TEMPLATE_BYTES_TIMES_REPLICAS {
+        errors.invalid(
+            "spec.replicaSpecs",
+            bytes,
+            &format!(
+                "the pod templates times their replicas come to {bytes} bytes, more than the \
+                 {MAX_TEMPLATE_BYTES_TIMES_REPLICAS} one job may have (16 MiB): use fewer \
+                 replicas or a smaller template"
+            ),
         );
     }
 }
@@ -303,32 +337,19 @@ fn check_template(template: &PodTemplate, path: &str, errors: &mut Errors) {
             return;
         }
     };
-    let containers = template
+    let has_main = template
         .spec
         .as_ref()
-        .map(|s| s.containers.as_slice())
-        .unwrap_or_default();
-    let Some((c, main)) = containers
-        .iter()
-        .enumerate()
-        .find(|(_, c)| c.name == TENSORFLOW_CONTAINER)
-    else {
+        .is_some_and(|s| s.containers.iter().any(|c| c.name == TENSORFLOW_CONTAINER));
+    if !has_main {
         errors.required(
             format!("{path}.spec.containers"),
             &format!("a container named {TENSORFLOW_CONTAINER:?} (the main container) is needed"),
         );
-        return;
-    };
-    for (p, port) in main.ports.iter().flatten().enumerate() {
-        if port.name.as_deref() == Some(TF_PORT_NAME) && !(1..=65535).contains(&port.container_port)
-        {
-            errors.invalid(
-                format!("{path}.spec.containers[{c}].ports[{p}].containerPort"),
-                port.container_port,
-                "must be between 1 and 65535, inclusive",
-            );
-        }
     }
+    errors
+        .0
+        .extend(crate::pod_validation::validate_template(&template, path));
 }
 
 /// Checks that each run-mode entry names a distinct replica type of the job.
@@ -478,20 +499,57 @@ fn check_federation(federation: &FederationPolicy, errors: &mut Errors) {
         Some(_) => {}
     }
     for (cluster, weight) in &federation.weights {
+        let field = format!("{path}.weights[{cluster}]");
         if *weight < 0 {
+            errors.invalid(&field, weight, "must be greater than or equal to 0");
+        } else if *weight > MAX_WEIGHT {
             errors.invalid(
-                format!("{path}.weights[{cluster}]"),
+                &field,
                 weight,
-                "must be greater than or equal to 0",
+                &format!("must be less than or equal to {MAX_WEIGHT}"),
             );
         }
+        check_cluster_name(cluster, &field, errors);
     }
-    let expressions = federation
-        .cluster_selector
-        .as_ref()
-        .and_then(|s| s.match_expressions.as_ref());
+    // A name or selector that no MemberCluster can ever have waits
+    // forever: refused here. (A valid name of a cluster not registered yet
+    // waits, saying the name is unknown: placement's reasons.)
+    for (i, name) in federation.cluster_names.iter().enumerate() {
+        check_cluster_name(name, &format!("{path}.clusterNames[{i}]"), errors);
+    }
+    let selector = federation.cluster_selector.as_ref();
+    let labels_path = format!("{path}.clusterSelector.matchLabels");
+    for (key, value) in selector
+        .and_then(|s| s.match_labels.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        for problem in kube_names::label_key(key) {
+            errors.invalid(&labels_path, format_args!("{key:?}"), &problem);
+        }
+        for problem in kube_names::label_value(value) {
+            errors.invalid(&labels_path, format_args!("{value:?}"), &problem);
+        }
+    }
+    let expressions = selector.and_then(|s| s.match_expressions.as_ref());
     for (i, requirement) in expressions.into_iter().flatten().enumerate() {
         let field = format!("{path}.clusterSelector.matchExpressions[{i}]");
+        for problem in kube_names::label_key(&requirement.key) {
+            errors.invalid(
+                format!("{field}.key"),
+                format_args!("{:?}", requirement.key),
+                &problem,
+            );
+        }
+        for (j, value) in requirement.values.iter().flatten().enumerate() {
+            for problem in kube_names::label_value(value) {
+                errors.invalid(
+                    format!("{field}.values[{j}]"),
+                    format_args!("{value:?}"),
+                    &problem,
+                );
+            }
+        }
         let has_values = requirement.values.as_ref().is_some_and(|v| !v.is_empty());
         match requirement.operator.as_str() {
             "In" | "NotIn" if !has_values => errors.required(
@@ -509,6 +567,18 @@ fn check_federation(federation: &FederationPolicy, errors: &mut Errors) {
                 &["In", "NotIn", "Exists", "DoesNotExist"],
             ),
         }
+    }
+}
+
+/// A cluster is named by its MemberCluster (home by the controller's
+/// setting): a DNS-1123 subdomain, so `Member-1` names no cluster ever.
+fn check_cluster_name(name: &str, field: &str, errors: &mut Errors) {
+    for problem in kube_names::dns1123_subdomain(name) {
+        errors.invalid(
+            field,
+            format_args!("{name:?}"),
+            &format!("no cluster can be named so: {problem}"),
+        );
     }
 }
 
@@ -725,7 +795,8 @@ mod tests {
         assert_eq!(
             errors_for(spec),
             [
-                "spec.replicaSpecs[1].template.spec.containers[1].ports[0].containerPort: Invalid value: 0: must be between 1 and 65535, inclusive"
+                "spec.replicaSpecs[1].template.spec.containers[1].image: Required value",
+                "spec.replicaSpecs[1].template.spec.containers[1].ports[0].containerPort: Required value",
             ]
         );
     }
@@ -869,6 +940,124 @@ mod tests {
         spec["scheduler"] = json!({"federation": {"strategy": "Weighted",
             "weights": {"home": 1, "member-1": 0}, "clusterNames": ["home", "member-1"]}});
         assert_eq!(validate(&job("mnist", spec)), Ok(()));
+    }
+
+    /// Issue 22: names, selectors and weights that can never match, or
+    /// weights beyond the documented 0–100, are refused naming the field.
+    #[test]
+    fn federation_names_selectors_and_weights_that_can_never_match() {
+        let table = [
+            (
+                json!({"clusterNames": ["Member-1", "member-2"]}),
+                vec![
+                    r#"spec.scheduler.federation.clusterNames[0]: Invalid value: "Member-1": no cluster can be named so: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"#,
+                ],
+            ),
+            (
+                json!({"strategy": "Weighted", "weights": {"member-1": 101, "member-2": 100}}),
+                vec![
+                    "spec.scheduler.federation.weights[member-1]: Invalid value: 101: must be less than or equal to 100",
+                ],
+            ),
+            (
+                json!({"strategy": "Weighted", "weights": {"member 1": 1}}),
+                vec![
+                    r#"spec.scheduler.federation.weights[member 1]: Invalid value: "member 1": no cluster can be named so: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"#,
+                ],
+            ),
+            (
+                json!({"clusterSelector": {"matchLabels": {"gpu type": "a100"},
+                    "matchExpressions": [{"key": "zone/", "operator": "In", "values": ["us east"]}]}}),
+                vec![
+                    r#"spec.scheduler.federation.clusterSelector.matchLabels: Invalid value: "gpu type": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"#,
+                    r#"spec.scheduler.federation.clusterSelector.matchExpressions[0].key: Invalid value: "zone/": name part must be non-empty"#,
+                    r#"spec.scheduler.federation.clusterSelector.matchExpressions[0].key: Invalid value: "zone/": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"#,
+                    r#"spec.scheduler.federation.clusterSelector.matchExpressions[0].values[0]: Invalid value: "us east": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"#,
+                ],
+            ),
+            (
+                json!({"clusterNames": ["member-9", "home"],
+                    "clusterSelector": {"matchLabels": {"topology.kubernetes.io/zone": "us-east-1a"}}}),
+                vec![],
+            ),
+        ];
+        for (federation, expected) in table {
+            let mut spec = valid_spec();
+            spec["scheduler"] = json!({"federation": federation});
+            let job = job("mnist", spec);
+            let got: Vec<String> = match validate(&job) {
+                Ok(()) => Vec::new(),
+                Err(e) => e.errors.iter().map(ToString::to_string).collect(),
+            };
+            assert_eq!(got, expected, "{federation}");
+        }
+    }
+
+    /// Issue 22 (finding 4): one job's size is bounded at the door.
+    #[test]
+    fn the_job_size_bound() {
+        let at_bound = json!({"replicaSpecs": [replica("chief", 1), replica("worker", 1000), replica("ps", 23)]});
+        assert_eq!(validate(&job("big", at_bound)), Ok(()), "1,024 replicas");
+        assert_eq!(
+            errors_for(
+                json!({"replicaSpecs": [replica("chief", 1), replica("worker", 1000), replica("ps", 1000)]})
+            ),
+            [
+                "spec.replicaSpecs: Invalid value: 2001: a job may have at most 1024 replicas over all its replica types"
+            ]
+        );
+        let annotated = |replicas: i64| {
+            let mut spec = replica("worker", replicas);
+            spec["template"]["metadata"] = json!({"annotations": {"notes": "x".repeat(50_000)}});
+            json!({"replicaSpecs": [spec]})
+        };
+        assert_eq!(validate(&job("notes", annotated(300))), Ok(()));
+        let errors = errors_for(annotated(400));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].starts_with("spec.replicaSpecs: Invalid value: 200")
+                && errors[0].contains("more than the 16777216 one job may have (16 MiB)"),
+            "{errors:?}"
+        );
+    }
+
+    /// Issue 22's poison inputs in the corpus are refused at the door.
+    #[test]
+    fn issue_22s_corpus_jobs_are_refused() {
+        let corpus = |file: &str| -> TensorFlowTrainingJob {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("corpus")
+                .join(file);
+            let text = std::fs::read_to_string(&path).expect("a corpus file");
+            serde_json::from_str(&text).expect("a job")
+        };
+        assert_eq!(
+            errors_of(&corpus("two-tensorflow-containers.json")),
+            [
+                r#"spec.replicaSpecs[0].template.spec.containers[1].name: Duplicate value: "tensorflow""#
+            ]
+        );
+        let errors = errors_of(&corpus("replicas-2001-template-50kb.json"));
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[0].contains("Invalid value: 2001: a job may have at most 1024 replicas"));
+        assert!(errors[1].contains("more than the 16777216 one job may have"));
+        let job = corpus("pod-security-beyond-privileged.json");
+        assert_eq!(
+            validate(&job),
+            Ok(()),
+            "a Pod Security matter, not a spec error"
+        );
+        let policy = crate::placement::Policy::of_job(&job);
+        assert_eq!(
+            policy.privileges.breaks_baseline.as_deref(),
+            Some(
+                "forbidden AppArmor profiles (container \"tensorflow\" and annotation must not set \
+                 AppArmor profile type to \"Unconfined\", \"container.apparmor.security.beta.kubernetes.io/tensorflow=\"unconfined\"\"), \
+                 host namespaces (hostNetwork=true), \
+                 seLinuxOptions (pod set forbidden securityContext.seLinuxOptions: type \"spc_t\"; user may not be set), \
+                 hostProcess (pod must not set securityContext.windowsOptions.hostProcess=true)"
+            )
+        );
     }
 
     #[test]

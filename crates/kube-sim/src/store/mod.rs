@@ -632,6 +632,10 @@ impl Inner {
                 )));
             };
             rules::admit_pod(&mut obj, &stored.value());
+            self.validate_and_admit_pod(ty, ns, &name, &mut obj)?;
+        }
+        if ty.id() == NAMESPACE_TYPE {
+            check_pod_security_labels(ty, &name, &obj, None)?;
         }
         if self.object(&ty.id(), &key).is_some() {
             return Err(ApiError::already_exists(&target(ty, &name)));
@@ -790,6 +794,9 @@ impl Inner {
             ResourceType::from_crd(&new).map_err(|e| crd_invalid(ty, name, &e))?;
         }
         check_schema(ty, &version, name, &new, Some(&old))?;
+        if ty.id() == NAMESPACE_TYPE {
+            check_pod_security_labels(ty, name, &new, Some(&old))?;
+        }
         if rules::spec_changed(&old, &new, status_sub) {
             let generation = old
                 .pointer("/metadata/generation")
@@ -1147,6 +1154,65 @@ fn depth(value: &Value) -> usize {
 
 /// A custom object against its CRD's schema and rules, on every write; any
 /// object against the depth the simulator stores.
+impl Inner {
+    /// What kube-apiserver does to a new pod after its mutating admission:
+    /// the pod strategy's AppArmor annotation sync, pod validation (422),
+    /// then PodSecurity admission by the namespace's labels (403).
+    fn validate_and_admit_pod(
+        &self,
+        ty: &ResourceType,
+        ns: &str,
+        name: &str,
+        pod: &mut Value,
+    ) -> ApiResult<()> {
+        super::pod_security::sync_app_armor(pod);
+        let causes = super::pod_validation::validate(pod);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid_causes(
+                &target(ty, name),
+                &ty.kind,
+                &causes,
+            ));
+        }
+        let labels = self
+            .object(NAMESPACE_TYPE, &(String::new(), ns.to_string()))
+            .map(|n| rules::string_map(n.value().pointer("/metadata/labels")))
+            .unwrap_or_default();
+        match super::pod_security::refusal(pod, name, &labels) {
+            Some(message) => Err(ApiError {
+                details: Some(json!({"name": name, "kind": "pods"})),
+                ..ApiError::forbidden(message)
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// PodSecurity admission of a namespace: labels that are no level or
+/// version are refused on create, and on an update unless they were
+/// already wrong in the same way.
+fn check_pod_security_labels(
+    ty: &ResourceType,
+    name: &str,
+    namespace: &Value,
+    old: Option<&Value>,
+) -> ApiResult<()> {
+    let causes_of = |ns: &Value| {
+        super::pod_security::namespace_label_causes(&rules::string_map(
+            ns.pointer("/metadata/labels"),
+        ))
+    };
+    let causes = causes_of(namespace);
+    if causes.is_empty() || old.is_some_and(|old| causes_of(old) == causes) {
+        return Ok(());
+    }
+    Err(ApiError::invalid_causes(
+        &target(ty, name),
+        &ty.kind,
+        &causes,
+    ))
+}
+
 fn check_schema(
     ty: &ResourceType,
     version: &str,

@@ -13,6 +13,7 @@ mod tfjob;
 
 pub use listed::{ListedJob, Unreadable};
 pub use member::*;
+pub use rules::{MAX_TEMPLATE_BYTES_TIMES_REPLICAS, MAX_TOTAL_REPLICAS, MAX_WEIGHT};
 pub use tfjob::*;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

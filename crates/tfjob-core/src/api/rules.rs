@@ -16,6 +16,21 @@ use super::{FederationStrategy, MAX_REPLICAS, ReplicaType, RestartPolicy};
 /// The longest name a pod or service may have: a DNS-1035 label.
 const MAX_NAME: usize = 63;
 
+/// The most replicas one job may have, over all its replica types: with
+/// [`MAX_TEMPLATE_BYTES_TIMES_REPLICAS`], what keeps one job's share of
+/// the controller's memory (chart limit 1 GiB) to about half of it
+/// (README, "The job-size bound").
+pub const MAX_TOTAL_REPLICAS: i64 = 1024;
+
+/// The most bytes of pod templates one job may ask the controller to build
+/// pods from: each replica spec's template (as JSON) times its replicas,
+/// summed over the replica specs. 16 MiB: e.g. 1,024 replicas of 16 KiB
+/// templates, or 320 of a template carrying a 50 KB annotation.
+pub const MAX_TEMPLATE_BYTES_TIMES_REPLICAS: usize = 16 * 1024 * 1024;
+
+/// The largest `spec.scheduler.federation.weights` value.
+pub const MAX_WEIGHT: i32 = 100;
+
 /// Adds the door's rules to the job's `openAPIV3Schema`.
 pub fn add_door_rules(root: &mut Value) {
     rule(
@@ -54,6 +69,21 @@ pub fn add_door_rules(root: &mut Value) {
             json!({
                 "rule": "self.all(a, self.exists_one(b, b.type == a.type))",
                 "message": "each replica type may be listed once",
+            }),
+        );
+        // The replicas of the (at most four) replica specs, summed: the
+        // CEL subset has no sum, and indexing past the end is an error.
+        let total = (0..ReplicaType::ALL.len())
+            .map(|i| format!("(size(self) > {i} ? self[{i}].replicas : 0)"))
+            .collect::<Vec<_>>()
+            .join(" + ");
+        rule(
+            specs,
+            json!({
+                "rule": format!("{total} <= {MAX_TOTAL_REPLICAS}"),
+                "message": format!(
+                    "a job may have at most {MAX_TOTAL_REPLICAS} replicas over all its replica types"
+                ),
             }),
         );
         rule(
@@ -96,6 +126,7 @@ pub fn add_door_rules(root: &mut Value) {
         let strategies: Vec<&str> = FederationStrategy::ALL.iter().map(|s| s.as_str()).collect();
         federation["properties"]["strategy"]["enum"] = json!(strategies);
         federation["properties"]["weights"]["additionalProperties"]["minimum"] = json!(0);
+        federation["properties"]["weights"]["additionalProperties"]["maximum"] = json!(MAX_WEIGHT);
     }
 }
 

@@ -137,6 +137,29 @@ pub fn check_address_template(template: &str) -> Result<(), String> {
             "address template {template:?} lacks {{service}}: every replica would get the same host"
         ));
     }
+    // The host it makes must be a DNS name: a port, a scheme, a path,
+    // spaces or a label over 63 characters would make TF_CONFIG addresses
+    // no peer can resolve. Each placeholder stands in for a one-letter
+    // name here; the real names are DNS labels themselves.
+    let example = render_address(template, "s", "n", "c");
+    let problems = crate::kube_names::dns1123_subdomain(&example);
+    let long_label = example
+        .split('.')
+        .find(|label| label.len() > crate::kube_names::DNS1123_LABEL_MAX);
+    if let Some(label) = long_label {
+        return Err(format!(
+            "address template {template:?} makes hosts with a label of {} characters ({label:?}); \
+             a DNS label has at most {}",
+            label.len(),
+            crate::kube_names::DNS1123_LABEL_MAX
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(format!(
+            "address template {template:?} must make a DNS host name (e.g. {example:?}): {}",
+            problems.join("; ")
+        ));
+    }
     Ok(())
 }
 
@@ -187,5 +210,33 @@ mod tests {
                 .contains("lacks {service}")
         );
         assert!(check_address_template("{service.example.org").is_err());
+    }
+
+    /// Issue 22: the host a template makes must be a DNS name.
+    #[test]
+    fn address_templates_must_make_dns_host_names() {
+        let long_label = format!("{{service}}.{}.example.org", "x".repeat(64));
+        let long_host = format!("{{service}}{}", ".abcdefghij".repeat(25));
+        for (template, why) in [
+            (
+                "{service}:9999",
+                "must make a DNS host name (e.g. \"s:9999\")",
+            ),
+            ("http://{service}/", "must make a DNS host name"),
+            ("{service}.my cluster.org", "must make a DNS host name"),
+            ("{service}.Example.ORG", "must make a DNS host name"),
+            ("{service}..example.org", "must make a DNS host name"),
+            (long_label.as_str(), "a label of 64 characters"),
+            (long_host.as_str(), "must be no more than 253 characters"),
+        ] {
+            let error = check_address_template(template).expect_err(template);
+            assert!(error.contains(why), "{template}: {error}");
+        }
+        for fine in [
+            "{service}-{namespace}.{cluster}.example.org",
+            "{service}.{namespace}.svc.cluster.local",
+        ] {
+            assert_eq!(check_address_template(fine), Ok(()), "{fine}");
+        }
     }
 }

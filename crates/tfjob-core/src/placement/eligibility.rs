@@ -86,8 +86,17 @@ pub(super) fn eligible<'a>(
             None => out.push(c),
         }
     }
+    for name in &policy.names {
+        if !clusters.iter().any(|c| &c.name == name) {
+            reasons.insert(name.clone(), UNKNOWN_CLUSTER.to_string());
+        }
+    }
     out
 }
+
+/// Why a job waits for a cluster its `clusterNames` lists but no
+/// MemberCluster has registered (yet): not for capacity.
+pub const UNKNOWN_CLUSTER: &str = "unknown cluster: no MemberCluster of this name is registered (spec.scheduler.federation.clusterNames)";
 
 /// Why the member's PodSecurity admission would refuse the job's pods in
 /// the job's namespace there.

@@ -122,8 +122,10 @@ impl Policy {
             .then(|| namespace.clone());
         let mut privileges = crate::isolation::Privileges::default();
         for spec in &job.spec.replica_specs {
-            if let Some(pod) = spec.template.parse().ok().and_then(|t| t.spec) {
-                privileges.add(&pod);
+            if let Ok(template) = spec.template.parse()
+                && let Some(pod) = &template.spec
+            {
+                privileges.add(&template.metadata.clone().unwrap_or_default(), pod);
             }
         }
         let Some(f) = job.spec.federation() else {

@@ -286,6 +286,34 @@ fn eligibility_honours_names_selector_and_unschedulable() {
     );
 }
 
+/// Issue 22: a `clusterNames` entry that names no registered cluster once
+/// waited under "waiting for capacity" as if the cluster were full; the
+/// reason now says the name is unknown (the job runs once a member of
+/// that name registers).
+#[test]
+fn an_unknown_cluster_name_is_said_to_be_unknown() {
+    let clusters = vec![cluster("home", 4, 4), cluster("member-1", 4, 4)];
+    let policy = Policy {
+        names: vec!["member-9".into()],
+        ..Policy::default()
+    };
+    let err = place(&job(1, 0, 1), &clusters, &policy).expect_err("no such cluster");
+    assert_eq!(
+        err.reasons.get("member-9").map(String::as_str),
+        Some(super::eligibility::UNKNOWN_CLUSTER)
+    );
+    assert!(
+        err.to_string().contains("member-9: unknown cluster"),
+        "{err}"
+    );
+    let policy = Policy {
+        names: vec!["member-9".into(), "member-1".into()],
+        ..Policy::default()
+    };
+    let a = place(&job(1, 0, 1), &clusters, &policy).expect("member-1 is named too");
+    assert!(a.values().all(|c| c == "member-1"), "{a:?}");
+}
+
 #[test]
 fn members_run_only_what_their_namespace_pod_security_admits() {
     use crate::api::PodSecurityLevel;
@@ -306,6 +334,7 @@ fn members_run_only_what_their_namespace_pod_security_admits() {
     ];
     let mut privileges = crate::isolation::Privileges::default();
     privileges.add(
+        &Default::default(),
         &serde_json::from_value(serde_json::json!({"containers": [{"name": "tensorflow"}]}))
             .expect("a pod spec"),
     );
@@ -317,8 +346,13 @@ fn members_run_only_what_their_namespace_pod_security_admits() {
     let a = place(&job(2, 0, 1), &clusters, &policy).expect("member-2 admits it");
     assert!(a.values().all(|c| c == "member-2"), "{a:?}");
     let err = place(&job(9, 0, 2), &clusters, &policy).expect_err("too big for member-2");
-    let why = "enforces Pod Security \"restricted\": container tensorflow must set \
-               securityContext.allowPrivilegeEscalation=false";
+    let why = "enforces Pod Security \"restricted\": allowPrivilegeEscalation != false \
+               (container \"tensorflow\" must set securityContext.allowPrivilegeEscalation=false), \
+               unrestricted capabilities (container \"tensorflow\" must set \
+               securityContext.capabilities.drop=[\"ALL\"]), runAsNonRoot != true (pod or \
+               container \"tensorflow\" must set securityContext.runAsNonRoot=true), \
+               seccompProfile (pod or container \"tensorflow\" must set \
+               securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\")";
     assert_eq!(
         err.reasons.get("member-1").map(String::as_str),
         Some(format!("namespace ml {why}").as_str())
