@@ -930,18 +930,25 @@ async fn member_side_verdicts(ground: Ground, templates: &[String]) -> Vec<Strin
                 .any(|c| c["type"] == "Initialized" && c["status"] == "False")
         })
         .await;
-    let message = waiting
+    let initialized = waiting
         .pointer("/status/conditions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .find(|c| c["type"] == "Initialized")
-        .and_then(|c| c["message"].as_str())
+        .cloned()
+        .unwrap_or_default();
+    let message = initialized["message"]
+        .as_str()
         .unwrap_or_default()
         .to_string();
     assert!(
         message.contains("member-9: unknown cluster: no MemberCluster of this name is registered"),
         "{message}"
+    );
+    assert_eq!(
+        initialized["reason"], "UnknownCluster",
+        "it waits for the cluster, not for capacity: {initialized}"
     );
     verdicts.push(message);
     // A namespace whose Pod Security labels are no level or version.

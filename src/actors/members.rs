@@ -223,7 +223,7 @@ pub struct Place {
 /// cannot be placed now, cluster by cluster.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct PlacementDecided(pub Result<Placed, String>);
+pub struct PlacementDecided(pub Result<Placed, crate::placement::Unplaceable>);
 
 /// Resolves the clusters of a placement recorded earlier (after a restart);
 /// answered once the member list is in and those clusters are connected.
@@ -692,7 +692,7 @@ impl MemberSupervisor {
                     let started = Instant::now();
                     let decision = placement::place(demands, available, policy);
                     metrics.placement_decided(started.elapsed(), PlacementOutcome::of(&decision));
-                    decision.map_err(|e| e.to_string())
+                    decision
                 });
             for answer in answers {
                 self.answer(answer);

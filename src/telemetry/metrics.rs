@@ -799,10 +799,12 @@ mod tests {
         let waiting: Result<(), Unplaceable> = Err(Unplaceable {
             reasons: Default::default(),
             eligible: 2,
+            unknown: Vec::new(),
         });
         let nowhere: Result<(), Unplaceable> = Err(Unplaceable {
             reasons: Default::default(),
             eligible: 0,
+            unknown: Vec::new(),
         });
         assert_eq!(
             PlacementOutcome::of(&Ok::<(), Unplaceable>(())),

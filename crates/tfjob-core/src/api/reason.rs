@@ -16,6 +16,9 @@ pub const PAUSED: &str = "Paused";
 pub const RESUMING: &str = "Resuming";
 /// No eligible cluster has room (the message says why, per cluster).
 pub const WAITING_FOR_CAPACITY: &str = "WaitingForCapacity";
+/// No cluster is eligible, and `clusterNames` names clusters no
+/// MemberCluster has (yet): the job waits for them, not for capacity.
+pub const UNKNOWN_CLUSTER: &str = "UnknownCluster";
 /// A `replicaSpecs` edit after the job started is not applied.
 pub const SPEC_CHANGE_REFUSED: &str = "SpecChangeRefused";
 /// An object we did not make holds a replica's pod or service name.

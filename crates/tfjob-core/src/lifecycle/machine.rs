@@ -167,7 +167,7 @@ pub enum Event {
     /// A placement was decided, or the recorded one resolved.
     Placed(Assignment),
     /// No placement fits now: why, cluster by cluster.
-    Unplaceable(String),
+    Unplaceable(crate::placement::Unplaceable),
     /// The recorded placement cannot be used (a cluster gone or lost).
     RecordedUnusable(String),
     /// Namespaces and PodGroups exist on the placement's clusters.
@@ -336,8 +336,9 @@ pub struct JobState {
     running_mode: Option<PodMode>,
     /// Replicas that cannot get their pod or service now, with why.
     blocked: BTreeMap<ReplicaKey, Blocked>,
-    /// Why the job waits for capacity, while it does.
-    waiting: Option<String>,
+    /// Why the job waits for a placement, while it does: the reason and
+    /// the message.
+    waiting: Option<(&'static str, String)>,
     /// The refused replicaSpecs (JSON) an Event was recorded for.
     refused: Option<String>,
     lost: BTreeSet<String>,
@@ -578,11 +579,24 @@ impl Step<'_> {
             Event::Placed(assignment) => self.placed(assignment),
             Event::Unplaceable(why) => {
                 if matches!(self.job.stage, Stage::Placing { .. }) {
-                    let message = format!("waiting for capacity: {why}");
-                    if self.job.waiting.as_deref() != Some(&message) {
-                        self.record(true, reason::WAITING_FOR_CAPACITY, message.clone());
+                    let waiting = if why.waits_for_unknown_clusters() {
+                        (
+                            reason::UNKNOWN_CLUSTER,
+                            format!(
+                                "waiting for clusters no MemberCluster has: {}: {why}",
+                                why.unknown.join(", ")
+                            ),
+                        )
+                    } else {
+                        (
+                            reason::WAITING_FOR_CAPACITY,
+                            format!("waiting for capacity: {why}"),
+                        )
+                    };
+                    if self.job.waiting.as_ref() != Some(&waiting) {
+                        self.record(true, waiting.0, waiting.1.clone());
                     }
-                    self.job.waiting = Some(message);
+                    self.job.waiting = Some(waiting);
                 }
             }
             Event::RecordedUnusable(why) => {
@@ -1575,12 +1589,8 @@ impl Step<'_> {
                 blocked.reason,
                 blocked.message.clone(),
             )
-        } else if let Some(message) = &self.job.waiting {
-            (
-                ConditionStatus::False,
-                reason::WAITING_FOR_CAPACITY,
-                message.clone(),
-            )
+        } else if let Some((why, message)) = &self.job.waiting {
+            (ConditionStatus::False, *why, message.clone())
         } else if all_created {
             (
                 ConditionStatus::True,

@@ -100,6 +100,18 @@ fn report(key: ReplicaKey, phase: RP, epoch: u64) -> Event {
     }
 }
 
+fn no_room() -> Event {
+    short_of(1)
+}
+
+fn short_of(free: usize) -> Event {
+    Event::Unplaceable(crate::placement::Unplaceable {
+        reasons: [("member-1".to_string(), format!("{free} GPU free, 2 asked"))].into(),
+        eligible: 1,
+        unknown: Vec::new(),
+    })
+}
+
 fn refused(everywhere: bool) -> Event {
     Event::Refused(Refusal {
         key: WORKER_1,
@@ -191,7 +203,7 @@ fn reach(stage: &str) -> JobState {
             spec_unadmitted(),
             Event::Persisted(1),
             Event::Admitted,
-            Event::Unplaceable("no room".into()),
+            no_room(),
         ],
         "recording" => vec![
             spec_unadmitted(),
@@ -349,7 +361,7 @@ fn transitions() {
         ),
         (
             "waiting",
-            Event::Unplaceable("still no room".into()),
+            short_of(0),
             "Placing",
             Some(Pending),
             &["Warning(WaitingForCapacity)"],
@@ -928,7 +940,7 @@ fn no_transition_breaks_the_invariants() {
             Event::Admitted,
             Event::AdmitFailed,
             Event::Placed(assignment()),
-            Event::Unplaceable("no room".into()),
+            no_room(),
             Event::RecordedUnusable("gone".into()),
             Event::Prepared,
             report(WORKER_0, RP::Running, 0),
@@ -1094,4 +1106,29 @@ fn a_job_whose_record_is_not_the_controllers_decides_nothing() {
     let failure = condition(&state, Cond::ReplicaFailure).expect("a ReplicaFailure condition");
     assert_eq!(failure, (ConditionStatus::True, "RecordUnverified".into()));
     assert_eq!(names(&state.step(deleted(), t(0))), ["RemoveFinalizer"]);
+}
+
+#[test]
+fn a_job_naming_only_unknown_clusters_waits_for_them_not_for_capacity() {
+    let mut state = reach("placing");
+    let unknown = Event::Unplaceable(crate::placement::Unplaceable {
+        reasons: [("member-9".to_string(), "unknown cluster".to_string())].into(),
+        eligible: 0,
+        unknown: vec!["member-9".into()],
+    });
+    assert_eq!(
+        names(&state.step(unknown, t(0))),
+        ["Warning(UnknownCluster)"]
+    );
+    let waiting = condition(&state, Cond::Initialized).expect("an Initialized condition");
+    assert_eq!(waiting, (ConditionStatus::False, "UnknownCluster".into()));
+    assert_eq!(
+        names(&state.step(no_room(), t(0))),
+        ["Warning(WaitingForCapacity)"]
+    );
+    let waiting = condition(&state, Cond::Initialized).expect("an Initialized condition");
+    assert_eq!(
+        waiting,
+        (ConditionStatus::False, "WaitingForCapacity".into())
+    );
 }

@@ -188,9 +188,17 @@ pub struct Unplaceable {
     pub reasons: BTreeMap<String, String>,
     /// How many clusters were eligible (their capacity fell short).
     pub eligible: usize,
+    /// Names in `clusterNames` that no cluster has (yet).
+    pub unknown: Vec<String>,
 }
 
 impl Unplaceable {
+    /// The job waits for clusters that do not exist, not for capacity: none
+    /// was eligible, and some it names are unknown.
+    pub fn waits_for_unknown_clusters(&self) -> bool {
+        self.eligible == 0 && !self.unknown.is_empty()
+    }
+
     fn describe(&self) -> String {
         if self.reasons.is_empty() {
             return "no cluster is registered".into();
@@ -397,9 +405,15 @@ pub fn place(
             &mut reasons,
         ),
     };
-    placed.ok_or(Unplaceable {
+    placed.ok_or_else(|| Unplaceable {
         reasons,
         eligible: candidates.len(),
+        unknown: policy
+            .names
+            .iter()
+            .filter(|name| !clusters.iter().any(|c| &c.name == *name))
+            .cloned()
+            .collect(),
     })
 }
 

@@ -19,7 +19,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 
 use super::ledger::charge;
-use super::{Assignment, ClusterState, Demand, Ledger, Policy, shape};
+use super::{Assignment, ClusterState, Demand, Ledger, Policy, Unplaceable, shape};
 
 /// A job asking to be placed.
 #[derive(Debug, Clone)]
@@ -43,7 +43,7 @@ pub enum Answer<R> {
         assignment: Assignment,
     },
     /// Still waiting, for a reason the job has not heard yet.
-    Waits { reply: R, reason: String },
+    Waits { reply: R, reason: Unplaceable },
 }
 
 /// Queue order: higher priority, then older, then uid.
@@ -53,7 +53,7 @@ type Key = (Reverse<i32>, String, String);
 struct Waiting<R> {
     request: Request<R>,
     shape: String,
-    last_reason: Option<String>,
+    last_reason: Option<Unplaceable>,
 }
 
 /// The waiting jobs of one shape.
@@ -63,7 +63,7 @@ struct Shape {
     /// The capacity epoch in which this shape last failed.
     failed_in: Option<u64>,
     /// Why it last failed; every member but `unheard` was told.
-    reason: Option<String>,
+    reason: Option<Unplaceable>,
     /// Members that joined since the reason was last told.
     unheard: Vec<String>,
 }
@@ -154,7 +154,7 @@ impl<R: Clone> Queue<R> {
     pub fn try_waiting(
         &mut self,
         clusters: &[ClusterState],
-        mut decide: impl FnMut(&[Demand], &Policy, &[ClusterState]) -> Result<Assignment, String>,
+        mut decide: impl FnMut(&[Demand], &Policy, &[ClusterState]) -> Result<Assignment, Unplaceable>,
     ) -> Vec<Answer<R>> {
         let mut answers = Vec::new();
         let epoch = self.capacity_epoch;
@@ -202,7 +202,7 @@ impl<R: Clone> Queue<R> {
                 Err(reason) => {
                     if let Some(group) = self.shapes.get_mut(&shape_name) {
                         group.failed_in = Some(epoch);
-                        if group.reason.as_deref() != Some(reason.as_str()) {
+                        if group.reason.as_ref() != Some(&reason) {
                             // A new reason: every member hears it.
                             group.reason = Some(reason);
                             group.unheard = group.order.iter().map(|k| k.2.clone()).collect();
@@ -226,7 +226,7 @@ impl<R: Clone> Queue<R> {
                 let Some(waiting) = self.waiting.get_mut(&uid) else {
                     continue;
                 };
-                if waiting.last_reason.as_deref() != Some(reason.as_str()) {
+                if waiting.last_reason.as_ref() != Some(reason) {
                     waiting.last_reason = Some(reason.clone());
                     answers.push(Answer::Waits {
                         reply: waiting.request.reply.clone(),
@@ -303,7 +303,7 @@ mod tests {
     ) -> Vec<String> {
         let answers = queue.try_waiting(clusters, |demands, policy, available| {
             *decisions += 1;
-            place(demands, available, policy).map_err(|e| e.to_string())
+            place(demands, available, policy)
         });
         answers
             .into_iter()
