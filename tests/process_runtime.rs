@@ -22,8 +22,8 @@ use common::real::{self, Launcher, client_from_file};
 use common::wait::eventually;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
-use kube::api::{Api, DynamicObject, LogParams, PostParams, WatchEvent, WatchParams};
 use kube::Client;
+use kube::api::{Api, DynamicObject, LogParams, PostParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
 
 const PROCESS: &str = "sim.federation.tfjob.io/runtime";
@@ -125,7 +125,11 @@ async fn wait_pod(pods: &Api<Pod>, name: &str, what: &str, test: impl Fn(&Value)
         async || {
             let pod = serde_json::to_value(pods.get(name).await.map_err(|e| e.to_string())?)
                 .expect("JSON");
-            if test(&pod) { Ok(pod) } else { Err(pod["status"].to_string()) }
+            if test(&pod) {
+                Ok(pod)
+            } else {
+                Err(pod["status"].to_string())
+            }
         },
     )
     .await
@@ -147,7 +151,9 @@ async fn delete_and_watch(pods: &Api<Pod>, name: &str) -> i64 {
         .expect("a version");
     let params = WatchParams::default().fields(&format!("metadata.name={name}"));
     let mut events = pods.watch(&params, &version).await.expect("watch").boxed();
-    pods.delete(name, &Default::default()).await.expect("delete");
+    pods.delete(name, &Default::default())
+        .await
+        .expect("delete");
     let code = tokio::time::timeout(Duration::from_secs(30), async {
         let mut code = None;
         while let Some(event) = events.try_next().await.expect("watch event") {
@@ -180,10 +186,7 @@ fn processes_marked(marker: &str) -> Vec<u32> {
             continue;
         };
         let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
-        if environ
-            .split(|b| *b == 0)
-            .any(|kv| kv == needle.as_bytes())
-        {
+        if environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
             found.push(pid);
         }
     }
@@ -234,7 +237,10 @@ async fn processes_run_in_pod_networks_with_cluster_and_clusterset_names() {
             .await
             .expect("service");
         on_member
-            .create(&PostParams::default(), &python_pod(&format!("server-{app}"), app, SERVER, &marker))
+            .create(
+                &PostParams::default(),
+                &python_pod(&format!("server-{app}"), app, SERVER, &marker),
+            )
             .await
             .expect("server pod");
     }
@@ -254,13 +260,30 @@ async fn processes_run_in_pod_networks_with_cluster_and_clusterset_names() {
         .expect("the ServiceExport CRD is installed by the launcher");
     let mut addresses = BTreeMap::new();
     for app in ["a", "b"] {
-        let pod = wait_pod(&on_member, &format!("server-{app}"), "Running and Ready with an address", |p| {
-            p["status"]["phase"] == "Running" && p["status"]["podIP"].as_str().is_some_and(|ip| ip.starts_with("10.245."))
-        })
+        let pod = wait_pod(
+            &on_member,
+            &format!("server-{app}"),
+            "Running and Ready with an address",
+            |p| {
+                p["status"]["phase"] == "Running"
+                    && p["status"]["podIP"]
+                        .as_str()
+                        .is_some_and(|ip| ip.starts_with("10.245."))
+            },
+        )
         .await;
-        addresses.insert(app, pod["status"]["podIP"].as_str().unwrap_or_default().to_string());
+        addresses.insert(
+            app,
+            pod["status"]["podIP"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
     }
-    assert_ne!(addresses["a"], addresses["b"], "each pod an address of its own");
+    assert_ne!(
+        addresses["a"], addresses["b"],
+        "each pod an address of its own"
+    );
 
     // From home: the exported name across clusters, not the private one,
     // and no `.svc` name of the other cluster.
@@ -281,19 +304,40 @@ async fn processes_run_in_pod_networks_with_cluster_and_clusterset_names() {
         let mut client = python_pod("client", "client", CLIENT, &marker);
         let container = &mut client.spec.as_mut().expect("spec").containers[0];
         container.env.as_mut().expect("env").push(
-            serde_json::from_value(json!({"name": "NAMES", "value": names.to_string()})).expect("env"),
+            serde_json::from_value(json!({"name": "NAMES", "value": names.to_string()}))
+                .expect("env"),
         );
         container.working_dir = Some(format!("/tmp/{ns}-workdir"));
-        pods.create(&PostParams::default(), &client).await.expect("client pod");
-        let done = wait_pod(pods, "client", "Succeeded", |p| p["status"]["phase"] == "Succeeded").await;
+        pods.create(&PostParams::default(), &client)
+            .await
+            .expect("client pod");
+        let done = wait_pod(pods, "client", "Succeeded", |p| {
+            p["status"]["phase"] == "Succeeded"
+        })
+        .await;
         assert_eq!(terminated_code(&done), Some(0));
-        let log = pods.logs("client", &LogParams::default()).await.expect("kubectl logs' API");
+        let log = pods
+            .logs("client", &LogParams::default())
+            .await
+            .expect("kubectl logs' API");
         let last = log.lines().last().unwrap_or_default();
         let outcome: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {log}"));
-        assert_eq!(&outcome, names, "what the client resolved and reached: {log}");
-        assert!(log.contains(&format!("cwd /tmp/{ns}-workdir")), "workingDir: {log}");
+        assert_eq!(
+            &outcome, names,
+            "what the client resolved and reached: {log}"
+        );
+        assert!(
+            log.contains(&format!("cwd /tmp/{ns}-workdir")),
+            "workingDir: {log}"
+        );
         let tail = pods
-            .logs("client", &LogParams { tail_lines: Some(1), ..Default::default() })
+            .logs(
+                "client",
+                &LogParams {
+                    tail_lines: Some(1),
+                    ..Default::default()
+                },
+            )
             .await
             .expect("logs --tail 1");
         assert_eq!(tail.trim_end(), last);
@@ -301,19 +345,41 @@ async fn processes_run_in_pod_networks_with_cluster_and_clusterset_names() {
     let _ = std::fs::remove_dir_all(format!("/tmp/{ns}-workdir"));
 
     // An exit code reaches the container status.
-    let failing = python_pod("exits-7", "x", "import sys; print('bye'); sys.exit(7)", &marker);
-    on_home.create(&PostParams::default(), &failing).await.expect("pod");
-    let failed = wait_pod(&on_home, "exits-7", "Failed", |p| p["status"]["phase"] == "Failed").await;
+    let failing = python_pod(
+        "exits-7",
+        "x",
+        "import sys; print('bye'); sys.exit(7)",
+        &marker,
+    );
+    on_home
+        .create(&PostParams::default(), &failing)
+        .await
+        .expect("pod");
+    let failed = wait_pod(&on_home, "exits-7", "Failed", |p| {
+        p["status"]["phase"] == "Failed"
+    })
+    .await;
     assert_eq!(terminated_code(&failed), Some(7), "{failed}");
     assert_eq!(
-        on_home.logs("exits-7", &LogParams::default()).await.expect("logs"),
+        on_home
+            .logs("exits-7", &LogParams::default())
+            .await
+            .expect("logs"),
         "bye\n"
     );
     // The same name again (as the controller re-creates a replica's pod):
     // its log is followed to its end, the first attempt's is --previous.
-    on_home.delete("exits-7", &Default::default()).await.expect("delete");
+    on_home
+        .delete("exits-7", &Default::default())
+        .await
+        .expect("delete");
     eventually("exits-7 gone", Duration::from_secs(30), async || {
-        on_home.get_opt("exits-7").await.ok()?.is_none().then_some(())
+        on_home
+            .get_opt("exits-7")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
     })
     .await;
     let again = python_pod(
@@ -322,10 +388,22 @@ async fn processes_run_in_pod_networks_with_cluster_and_clusterset_names() {
         "import time\nfor i in range(3):\n    print('line', i, flush=True)\n    time.sleep(1)",
         &marker,
     );
-    on_home.create(&PostParams::default(), &again).await.expect("pod");
-    wait_pod(&on_home, "exits-7", "Running", |p| p["status"]["phase"] != "Pending").await;
-    let follow = LogParams { follow: true, ..Default::default() };
-    let stream = on_home.log_stream("exits-7", &follow).await.expect("logs -f");
+    on_home
+        .create(&PostParams::default(), &again)
+        .await
+        .expect("pod");
+    wait_pod(&on_home, "exits-7", "Running", |p| {
+        p["status"]["phase"] != "Pending"
+    })
+    .await;
+    let follow = LogParams {
+        follow: true,
+        ..Default::default()
+    };
+    let stream = on_home
+        .log_stream("exits-7", &follow)
+        .await
+        .expect("logs -f");
     let mut followed = String::new();
     let mut lines = futures::AsyncBufReadExt::lines(stream);
     tokio::time::timeout(Duration::from_secs(30), async {
@@ -337,9 +415,15 @@ async fn processes_run_in_pod_networks_with_cluster_and_clusterset_names() {
     .await
     .expect("logs -f ends when the process does");
     assert_eq!(followed, "line 0\nline 1\nline 2\n");
-    let previous = LogParams { previous: true, ..Default::default() };
+    let previous = LogParams {
+        previous: true,
+        ..Default::default()
+    };
     assert_eq!(
-        on_home.logs("exits-7", &previous).await.expect("logs --previous"),
+        on_home
+            .logs("exits-7", &previous)
+            .await
+            .expect("logs --previous"),
         "bye\n"
     );
 
@@ -352,22 +436,38 @@ async fn processes_run_in_pod_networks_with_cluster_and_clusterset_names() {
         "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ignoring SIGTERM', flush=True)\nwhile True: time.sleep(1)",
         &marker,
     );
-    on_home.create(&PostParams::default(), &stubborn).await.expect("pod");
-    wait_pod(&on_home, "stubborn", "Running", |p| p["status"]["phase"] == "Running").await;
-    eventually("stubborn ignores SIGTERM", Duration::from_secs(20), async || {
-        let log = on_home.logs("stubborn", &LogParams::default()).await.ok()?;
-        log.contains("ignoring").then_some(())
+    on_home
+        .create(&PostParams::default(), &stubborn)
+        .await
+        .expect("pod");
+    wait_pod(&on_home, "stubborn", "Running", |p| {
+        p["status"]["phase"] == "Running"
     })
+    .await;
+    eventually(
+        "stubborn ignores SIGTERM",
+        Duration::from_secs(20),
+        async || {
+            let log = on_home.logs("stubborn", &LogParams::default()).await.ok()?;
+            log.contains("ignoring").then_some(())
+        },
+    )
     .await;
     assert_eq!(delete_and_watch(&on_home, "stubborn").await, 137);
 
     // A long-running process left; the launcher's end takes it, the
     // namespaces and the hosts files along.
     on_home
-        .create(&PostParams::default(), &python_pod("sleeper", "x", "import time; time.sleep(3600)", &marker))
+        .create(
+            &PostParams::default(),
+            &python_pod("sleeper", "x", "import time; time.sleep(3600)", &marker),
+        )
         .await
         .expect("pod");
-    wait_pod(&on_home, "sleeper", "Running", |p| p["status"]["phase"] == "Running").await;
+    wait_pod(&on_home, "sleeper", "Running", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
     let running = processes_marked(&marker);
     assert!(running.len() >= 2, "server-a and sleeper run: {running:?}");
     assert!(
@@ -379,7 +479,11 @@ async fn processes_run_in_pod_networks_with_cluster_and_clusterset_names() {
     assert!(status.success(), "a clean stop: {status}");
     let left = processes_marked(&marker);
     assert!(left.is_empty(), "processes outlived the launcher: {left:?}");
-    assert_eq!(namespaces_of(pid), Vec::<String>::new(), "network namespaces left");
+    assert_eq!(
+        namespaces_of(pid),
+        Vec::<String>::new(),
+        "network namespaces left"
+    );
     let files: Vec<String> = std::fs::read_dir("/etc/netns")
         .map(|d| {
             d.flatten()

@@ -109,7 +109,12 @@ impl Topology {
     /// The host name of `peer`'s service `service` in `namespace` from any
     /// cluster: its cluster's address template (a job over several
     /// clusters names every replica so, see `tf_config`).
-    pub fn cluster_independent_host(&self, peer: ReplicaKey, service: &str, namespace: &str) -> String {
+    pub fn cluster_independent_host(
+        &self,
+        peer: ReplicaKey,
+        service: &str,
+        namespace: &str,
+    ) -> String {
         let cluster = self.cluster_of(peer);
         render_address(self.address_template(cluster), service, namespace, cluster)
     }
