@@ -267,7 +267,7 @@ async fn multi_worker_mirrored_job_spread_over_both_members_succeeds() {
 
 /// The host processes of the job's replica `task` (`worker-1`): its
 /// environment names the job's uid and the task in TF_CONFIG.
-fn processes_of(job_uid: &str, kind: &str, index: u32) -> Vec<i32> {
+fn processes_of(job_uid: &str, kind: &str, index: u32, program: &str) -> Vec<i32> {
     let uid = format!("JOB_UID={job_uid}");
     let task = format!("\"task\":{{\"type\":\"{kind}\",\"index\":{index}}}");
     let mut out = Vec::new();
@@ -280,7 +280,7 @@ fn processes_of(job_uid: &str, kind: &str, index: u32) -> Vec<i32> {
         let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
         if environ.split('\0').any(|kv| kv == uid)
             && environ.contains(&task)
-            && String::from_utf8_lossy(&cmdline).contains("ps_strategy.py")
+            && String::from_utf8_lossy(&cmdline).contains(program)
         {
             out.push(pid);
         }
@@ -310,15 +310,7 @@ async fn a_worker_killed_under_on_failure_restarts_once_and_training_finishes() 
         log.contains("chief-0: step 10/600").then_some(())
     })
     .await;
-    let victims = processes_of(&uid, "worker", 1);
-    assert!(!victims.is_empty(), "worker-1's process runs on this host");
-    for pid in &victims {
-        let killed = std::process::Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(killed.success(), "kill -KILL {pid}");
-    }
+    kill_worker_1(&uid, "ps_strategy.py");
     // The replica restarts once: a new pod under the same name (its second
     // attempt on its member) whose process serves again while the chief
     // goes on (its log is the launcher's file: the pod goes with the job).
@@ -386,6 +378,113 @@ async fn a_worker_killed_under_on_failure_restarts_once_and_training_finishes() 
     assert!(started.elapsed() < TEST_LIMIT);
 }
 
+/// SIGKILL to every process of replica worker-1 of job `uid`.
+fn kill_worker_1(uid: &str, program: &str) {
+    let victims = processes_of(uid, "worker", 1, program);
+    assert!(!victims.is_empty(), "worker-1's process runs on this host");
+    for pid in &victims {
+        let killed = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(killed.success(), "kill -KILL {pid}");
+    }
+}
+
+/// MultiWorkerMirroredStrategy loses a worker: its replica is restarted by
+/// the controller (counted once), the survivor restarts TensorFlow in place
+/// (its container does not fail), both resume from the latest checkpoint in
+/// the job's shared directory and finish.
+async fn a_mirrored_worker_killed_under_on_failure_restarts_once_and_both_resume_from_the_checkpoint()
+ {
+    let started = Instant::now();
+    let f = tf_federation().await;
+    f.submit(example(
+        "multi-worker-mirrored.yaml",
+        "tf-mwms-kill",
+        300,
+        json!({}),
+    ))
+    .await;
+    let job = f
+        .wait_job("tf-mwms-kill", "both workers running", TEST_LIMIT, |j| {
+            j["status"]["aggregate"]["running"] == json!(2)
+        })
+        .await;
+    let uid = job["metadata"]["uid"].as_str().expect("uid").to_string();
+    let placed = clusters_of(&job);
+    assert_ne!(placed["worker-0"], placed["worker-1"], "{placed:?}");
+    // A checkpoint or three first.
+    eventually("worker-0 at step 30", TEST_LIMIT, async || {
+        let pods: Api<Pod> = Api::namespaced(f.clients[&placed["worker-0"]].clone(), &f.namespace);
+        let log = pods
+            .logs("tf-mwms-kill-worker-0", &Default::default())
+            .await
+            .ok()?;
+        log.contains("worker-0: step 30/300").then_some(())
+    })
+    .await;
+    kill_worker_1(&uid, "multi_worker_mirrored.py");
+    let done = succeeded(
+        &f,
+        "tf-mwms-kill",
+        TEST_LIMIT.saturating_sub(started.elapsed()),
+    )
+    .await;
+    let workers = done["status"]["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .find(|t| t["type"] == "worker")
+        .cloned()
+        .expect("the worker task");
+    assert_eq!(
+        workers["restartCount"],
+        json!(1),
+        "one restart: {}",
+        done["status"]
+    );
+    assert_eq!(
+        done["status"]["backoffCount"],
+        json!(1),
+        "counted once: {}",
+        done["status"]
+    );
+    let survivor = plugin(
+        &f.kubeconfig("home"),
+        &["logs", "tf-mwms-kill", "-n", &f.namespace],
+    )
+    .await;
+    assert!(survivor.contains("worker-0: a peer failed"), "{survivor}");
+    assert!(survivor.contains("worker-0: resumed from "), "{survivor}");
+    assert!(
+        survivor.contains("worker-0: step 300/300 loss "),
+        "{survivor}"
+    );
+    // The restarted worker-1 (its pod's second attempt on its member; the
+    // launcher's file, the pod may be gone with the job) resumed too.
+    let second = real::three_clusters()
+        .await
+        .dir()
+        .join("logs/pods")
+        .join(&placed["worker-1"])
+        .join(format!(
+            "{}_tf-mwms-kill-worker-1/tensorflow/1.log",
+            f.namespace
+        ));
+    let restarted = std::fs::read_to_string(&second).unwrap_or_default();
+    assert!(
+        restarted.contains("worker-1: resumed from "),
+        "{}: {restarted}",
+        second.display()
+    );
+    eprintln!(
+        "tf-mwms-kill: a worker killed, both resumed and finished in {:.1?}",
+        started.elapsed()
+    );
+    assert!(started.elapsed() < TEST_LIMIT);
+}
+
 async fn ps_job_in_single_cluster_mode_on_home_trains_to_success() {
     let started = Instant::now();
     real::tf_venv().await;
@@ -430,6 +529,7 @@ mod on_real_clusters {
         ps_job_spread_over_both_members_trains_to_success,
         multi_worker_mirrored_job_spread_over_both_members_succeeds,
         a_worker_killed_under_on_failure_restarts_once_and_training_finishes,
+        a_mirrored_worker_killed_under_on_failure_restarts_once_and_both_resume_from_the_checkpoint,
         ps_job_in_single_cluster_mode_on_home_trains_to_success,
     );
 }

@@ -5,7 +5,9 @@ Every worker runs this program: the workers reduce their gradients together
 synthetic data for TRAIN_STEPS steps, print step and loss, and checkpoint to
 CHECKPOINT_DIR (shared by the job's processes; worker 0 writes the
 checkpoint, the others a copy of their own beside it that is removed, as
-MultiWorkerMirroredStrategy wants; a restarted job resumes from the latest).
+MultiWorkerMirroredStrategy wants). A restarted worker resumes from the
+latest checkpoint; when a peer dies, the survivors restart in place and
+resume from it too, with the peer the controller restarts.
 
 Environment: TF_CONFIG (set by the controller), CHECKPOINT_DIR, TRAIN_STEPS
 (default 40). Nothing is downloaded.
@@ -14,6 +16,7 @@ Environment: TF_CONFIG (set by the controller), CHECKPOINT_DIR, TRAIN_STEPS
 import json
 import os
 import shutil
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
@@ -22,6 +25,23 @@ import tensorflow as tf  # noqa: E402
 STEPS = int(os.environ.get("TRAIN_STEPS", "40"))
 PRINT_EVERY = 10
 BATCH_PER_WORKER = 32
+
+
+# A peer that died aborts the collectives of the others; TensorFlow must be
+# restarted to reset them ("Restart your program to reset"). A survivor
+# does so in place, up to this many times (its container does not fail:
+# only the replica that died is restarted, by the controller), and resumes
+# from the latest checkpoint with the restarted peer.
+RESTARTS_IN_PLACE = 3
+
+
+def restart_in_place(me, error):
+    done = int(os.environ.get("TFJOB_EXAMPLE_RESTARTS", "0"))
+    if done >= RESTARTS_IN_PLACE:
+        raise error
+    print(f"{me}: a peer failed ({type(error).__name__}); restarting in place to resume from the latest checkpoint", flush=True)
+    os.environ["TFJOB_EXAMPLE_RESTARTS"] = str(done + 1)
+    os.execv(sys.executable, [sys.executable] + sys.argv)
 
 
 def main():
@@ -75,13 +95,16 @@ def main():
         return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
 
     while int(step.numpy()) < STEPS:
-        loss = float(train_step(iterator))
-        done = int(step.numpy())
-        if done % PRINT_EVERY == 0 or done >= STEPS:
-            print(f"{me}: step {done}/{STEPS} loss {loss:.4f}", flush=True)
-            manager.save(checkpoint_number=done)
-            if not is_chief:
-                shutil.rmtree(directory, ignore_errors=True)
+        try:
+            loss = float(train_step(iterator))
+            done = int(step.numpy())
+            if done % PRINT_EVERY == 0 or done >= STEPS:
+                print(f"{me}: step {done}/{STEPS} loss {loss:.4f}", flush=True)
+                manager.save(checkpoint_number=done)
+                if not is_chief:
+                    shutil.rmtree(directory, ignore_errors=True)
+        except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError, tf.errors.InternalError) as error:
+            restart_in_place(me, error)
     print(f"{me}: trained {STEPS} steps", flush=True)
 
 
