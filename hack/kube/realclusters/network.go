@@ -101,8 +101,11 @@ func (n *podNetwork) add() (name, ip string, err error) {
 		{"-n", name, "addr", "add", fmt.Sprintf("%s/%d", ip, podSubnetBits), "dev", "eth0"},
 		{"-n", name, "link", "set", "eth0", "up"},
 	}
+	// A port of that name left over (see remove) goes first.
+	_ = ipCommand("-n", hub, "link", "del", port)
 	for _, args := range steps {
 		if err := ipCommand(args...); err != nil {
+			_ = ipCommand("-n", hub, "link", "del", port)
 			_ = ipCommand("netns", "del", name)
 			n.free = append(n.free, number)
 			return "", "", err
@@ -121,10 +124,15 @@ func (n *podNetwork) add() (name, ip string, err error) {
 	return name, ip, nil
 }
 
-// remove deletes a pod's namespace (its veth pair goes with it), after
-// killing anything still running in it.
+// remove deletes a pod's namespace and its veth pair, after killing
+// anything still running in it. The pair is deleted by its hub end first:
+// a namespace's deletion frees its interfaces later, in the kernel's own
+// time, and the number (and port name) may be given again at once.
 func (n *podNetwork) remove(name string) {
 	killNamespace(name)
+	if number, err := strconv.Atoi(strings.TrimPrefix(name, n.prefix+"-")); err == nil {
+		_ = ipCommand("-n", n.hub(), "link", "del", fmt.Sprintf("p%d", number))
+	}
 	_ = ipCommand("netns", "del", name)
 	_ = os.RemoveAll(filepath.Join("/etc/netns", name))
 	n.mu.Lock()

@@ -215,10 +215,21 @@ func (k *kubelet) runProcess(ctx context.Context, pod *corev1.Pod, hostIP string
 	if len(pod.Spec.Containers) == 0 {
 		return
 	}
-	netns, podIP, err := r.network.add()
-	if err != nil {
-		fail("CreatePodSandboxError", err.Error())
-		return
+	// As a kubelet retries a sandbox, a few times.
+	var netns, podIP string
+	var err error
+	for try := 0; ; try++ {
+		if netns, podIP, err = r.network.add(); err == nil {
+			break
+		}
+		if try == 4 {
+			fail("CreatePodSandboxError", err.Error())
+			return
+		}
+		logf("%s: pod %s/%s: %v (trying again)", k.cluster, namespace, name, err)
+		if !sleep(ctx, time.Duration(try+1)*500*time.Millisecond) {
+			return
+		}
 	}
 	defer r.network.remove(netns)
 	if err := r.hosts.addPod(netns, hostsPod{cluster: k.cluster, name: name, ip: podIP}); err != nil {
