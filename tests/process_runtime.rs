@@ -455,6 +455,45 @@ async fn processes_run_in_pod_networks_with_cluster_and_clusterset_names() {
     .await;
     assert_eq!(delete_and_watch(&on_home, "stubborn").await, 137);
 
+    // A pod removed at once (grace period 0) takes its process along.
+    let forced_marker = format!("{marker}-forced");
+    on_home
+        .create(
+            &PostParams::default(),
+            &python_pod(
+                "forced",
+                "x",
+                "import time; time.sleep(3600)",
+                &forced_marker,
+            ),
+        )
+        .await
+        .expect("pod");
+    wait_pod(&on_home, "forced", "Running", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
+    assert!(
+        !processes_marked(&forced_marker).is_empty(),
+        "forced's process runs"
+    );
+    on_home
+        .delete(
+            "forced",
+            &kube::api::DeleteParams {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("delete --grace-period=0");
+    eventually(
+        "forced's process gone with its pod",
+        Duration::from_secs(20),
+        async || processes_marked(&forced_marker).is_empty().then_some(()),
+    )
+    .await;
+
     // A long-running process left; the launcher's end takes it, the
     // namespaces and the hosts files along.
     on_home

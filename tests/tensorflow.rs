@@ -158,8 +158,9 @@ fn addresses(config: &Value) -> Vec<(String, String)> {
 }
 
 async fn ps_job_spread_over_both_members_trains_to_success() {
-    let started = Instant::now();
     let f = tf_federation().await;
+    // The clusters are this test's from here (tests take turns on them).
+    let started = Instant::now();
     f.submit(example("ps-strategy.yaml", "tf-ps", 40, json!({})))
         .await;
     // While it runs: the chief's TF_CONFIG names a peer on the other member
@@ -230,8 +231,9 @@ async fn ps_job_spread_over_both_members_trains_to_success() {
 }
 
 async fn multi_worker_mirrored_job_spread_over_both_members_succeeds() {
-    let started = Instant::now();
     let f = tf_federation().await;
+    // The clusters are this test's from here (tests take turns on them).
+    let started = Instant::now();
     f.submit(example(
         "multi-worker-mirrored.yaml",
         "tf-mwms",
@@ -289,8 +291,9 @@ fn processes_of(job_uid: &str, kind: &str, index: u32, program: &str) -> Vec<i32
 }
 
 async fn a_worker_killed_under_on_failure_restarts_once_and_training_finishes() {
-    let started = Instant::now();
     let f = tf_federation().await;
+    // The clusters are this test's from here (tests take turns on them).
+    let started = Instant::now();
     f.submit(example("ps-strategy.yaml", "tf-kill", 600, json!({})))
         .await;
     let job = f
@@ -397,8 +400,9 @@ fn kill_worker_1(uid: &str, program: &str) {
 /// the job's shared directory and finish.
 async fn a_mirrored_worker_killed_under_on_failure_restarts_once_and_both_resume_from_the_checkpoint()
  {
-    let started = Instant::now();
     let f = tf_federation().await;
+    // The clusters are this test's from here (tests take turns on them).
+    let started = Instant::now();
     f.submit(example(
         "multi-worker-mirrored.yaml",
         "tf-mwms-kill",
@@ -486,9 +490,9 @@ async fn a_mirrored_worker_killed_under_on_failure_restarts_once_and_both_resume
 }
 
 async fn ps_job_in_single_cluster_mode_on_home_trains_to_success() {
-    let started = Instant::now();
     real::tf_venv().await;
     let f = Setup::on(Ground::Real).json_jobs().start().await;
+    let started = Instant::now();
     f.submit(example(
         "ps-strategy.yaml",
         "tf-home",

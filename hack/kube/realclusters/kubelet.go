@@ -96,12 +96,26 @@ func runKubelet(ctx context.Context, cluster string, client kubernetes.Interface
 		AddFunc:    func(obj any) { k.observe(ctx, obj) },
 		UpdateFunc: func(_, obj any) { k.observe(ctx, obj) },
 		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
 			if pod, ok := obj.(*corev1.Pod); ok {
 				k.mu.Lock()
+				process := k.processes[pod.UID]
 				delete(k.started, pod.UID)
 				delete(k.terminating, pod.UID)
 				delete(k.processes, pod.UID)
+				if process != nil {
+					process.deleting = true
+				}
 				k.mu.Unlock()
+				// A pod gone without the deletion seen first (a watch gap: a
+				// tombstone) takes its process along: no process outlives
+				// its pod. (A deletion with grace period 0 is seen as one,
+				// terminateProcess.)
+				if process != nil {
+					go stopProcess(ctx, process, 2*time.Second)
+				}
 			}
 		},
 	})

@@ -441,3 +441,19 @@ func (k *kubelet) terminateProcess(ctx context.Context, pod *corev1.Pod) {
 	}
 	k.removePod(ctx, namespace, name, uid)
 }
+
+// stopProcess sends SIGTERM to a process's group, SIGKILL after grace.
+func stopProcess(ctx context.Context, p *runningProcess, grace time.Duration) {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	case <-ctx.Done():
+	}
+}
