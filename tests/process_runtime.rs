@@ -254,10 +254,6 @@ async fn processes_run_in_pod_networks_with_cluster_and_clusterset_names() {
         "metadata": {"name": "exported"},
     }))
     .expect("an export");
-    exports
-        .create(&PostParams::default(), &export)
-        .await
-        .expect("the ServiceExport CRD is installed by the launcher");
     let mut addresses = BTreeMap::new();
     for app in ["a", "b"] {
         let pod = wait_pod(
@@ -300,6 +296,9 @@ async fn processes_run_in_pod_networks_with_cluster_and_clusterset_names() {
         svc("private", "svc.cluster.local"): format!("b in {ns}"),
         svc("exported", "svc.clusterset.local"): format!("a in {ns}"),
     });
+    // The client on home starts before the Service is exported: its hosts
+    // file is rewritten in place once the export exists, and it resolves
+    // the name then.
     for (pods, names) in [(&on_home, &from_home), (&on_member, &from_member)] {
         let mut client = python_pod("client", "client", CLIENT, &marker);
         let container = &mut client.spec.as_mut().expect("spec").containers[0];
@@ -311,6 +310,22 @@ async fn processes_run_in_pod_networks_with_cluster_and_clusterset_names() {
         pods.create(&PostParams::default(), &client)
             .await
             .expect("client pod");
+        if exports
+            .get_opt("exported")
+            .await
+            .expect("exports")
+            .is_none()
+        {
+            wait_pod(pods, "client", "Running", |p| {
+                p["status"]["phase"] == "Running"
+            })
+            .await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            exports
+                .create(&PostParams::default(), &export)
+                .await
+                .expect("the ServiceExport CRD is installed by the launcher");
+        }
         let done = wait_pod(pods, "client", "Succeeded", |p| {
             p["status"]["phase"] == "Succeeded"
         })
