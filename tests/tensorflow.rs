@@ -85,6 +85,9 @@ async fn succeeded(f: &Federation, name: &str, limit: Duration) -> Value {
         })
         .await;
     assert_eq!(phase_of(&done), "Succeeded", "{name}: {}", done["status"]);
+    // The job's checkpoints (the examples' CHECKPOINT_DIR) are not kept.
+    let uid = done["metadata"]["uid"].as_str().unwrap_or_default();
+    let _ = std::fs::remove_dir_all(format!("/tmp/tfjob-federator-checkpoints/{name}-{uid}"));
     done
 }
 
