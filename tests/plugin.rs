@@ -1,8 +1,10 @@
-//! `kubectl tfjob` (the `kubectl-tfjob` binary) against a simulated
-//! federation (home and two members, home not a target): get, describe,
-//! logs of replicas on members (the simulated kubelet's deterministic
-//! lines), plan, clusters, the kubectl flags, the errors, and kubectl
-//! itself dispatching to the plugin. The harness is `tests/common/`.
+//! `kubectl tfjob` (the `kubectl-tfjob` binary) against a federation (home
+//! and two members, home not a target), on both grounds: get, describe,
+//! logs of replicas on members (the deterministic lines of the simulated
+//! kubelet, which the real ground's pod helper writes too, served there
+//! through kube-apiserver and the nodes' kubelet API), plan, clusters, the
+//! kubectl flags, the errors, and kubectl itself dispatching to the plugin.
+//! The harness is `tests/common/`.
 
 #[macro_use]
 mod common;
@@ -151,12 +153,23 @@ async fn clusters_of_pods(f: &Federation, job: &str) -> BTreeMap<String, String>
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_job_spread_over_members_through_get_describe_and_logs() {
-    let f = federation(Ground::Sim)
-        .settings(HOME_NOT_TARGET)
-        .start()
-        .await;
+on_both_grounds!(
+    a_job_spread_over_members_through_get_describe_and_logs,
+    clusters_plan_namespaces_a_waiting_job_and_errors,
+);
+
+/// The federation; on the real ground the member identity also gets
+/// `pods/log`, the rule the README asks users to add for `logs`.
+async fn plugin_federation(ground: Ground) -> Federation {
+    let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
+    if ground == Ground::Real {
+        real::grant_member_logs(real::three_clusters().await, &["member-1", "member-2"]).await;
+    }
+    f
+}
+
+async fn a_job_spread_over_members_through_get_describe_and_logs(ground: Ground) {
+    let f = plugin_federation(ground).await;
     f.submit(spread_job("spread", "15")).await;
     f.wait_job(
         "spread",
@@ -327,12 +340,10 @@ async fn a_job_spread_over_members_through_get_describe_and_logs() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clusters_plan_namespaces_a_waiting_job_and_errors() {
-    let f = federation(Ground::Sim)
-        .settings(HOME_NOT_TARGET)
-        .start()
-        .await;
+async fn clusters_plan_namespaces_a_waiting_job_and_errors(ground: Ground) {
+    let f = plugin_federation(ground).await;
+    // A namespace no earlier test on the shared real clusters made.
+    let other = real::unique_name("other");
     let members = rows(&ok(&f, &["clusters"]).await);
     assert_eq!(members[0], ["NAME", "READY", "FREE-GPU", "AGE"]);
     assert_eq!(row_of(&members, "member-1")[..3], ["member-1", "True", "4"]);
@@ -386,19 +397,19 @@ async fn clusters_plan_namespaces_a_waiting_job_and_errors() {
     namespaces
         .create(
             &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "other"}})).expect("a namespace"),
+            &serde_json::from_value(json!({"metadata": {"name": other}})).expect("a namespace"),
         )
         .await
         .expect("namespace other");
-    let other: Api<DynamicObject> =
-        Api::namespaced_with(f.client.clone(), "other", &job_resource());
+    let other_jobs: Api<DynamicObject> =
+        Api::namespaced_with(f.client.clone(), &other, &job_resource());
     let huge = gpu_job(
         "huge",
         &[("worker", 2, 4)],
         json!({"scheduler": {"federation": {"allowSplit": false}}}),
         "1",
     );
-    other
+    other_jobs
         .create(
             &PostParams::default(),
             &serde_json::from_value(huge).expect("a job"),
@@ -411,7 +422,7 @@ async fn clusters_plan_namespaces_a_waiting_job_and_errors() {
         "huge waits for capacity",
         Duration::from_secs(30),
         async || {
-            let described = ok(&f, &["describe", "huge", "-n", "other"]).await;
+            let described = ok(&f, &["describe", "huge", "-n", &other]).await;
             described.contains("Waiting for:\n").then_some(described)
         },
     )
@@ -429,14 +440,14 @@ async fn clusters_plan_namespaces_a_waiting_job_and_errors() {
         !here.iter().any(|r| r[0] == "huge"),
         "-n default only: {here:?}"
     );
-    let there = rows(&ok(&f, &["get", "-n", "other"]).await);
+    let there = rows(&ok(&f, &["get", "-n", &other]).await);
     assert_eq!(there.len(), 2, "{there:?}");
     assert_eq!(row_of(&there, "huge")[..3], ["huge", "Pending", "<none>"]);
     let everywhere = rows(&ok(&f, &["get", "-A"]).await);
     assert_eq!(everywhere[0][..2], ["NAMESPACE", "NAME"]);
     assert_eq!(
         row_of(&everywhere, "huge")[..3],
-        ["other", "huge", "Pending"]
+        [other.as_str(), "huge", "Pending"]
     );
     assert_eq!(
         row_of(&everywhere, "sleeper")[..3],
@@ -445,7 +456,7 @@ async fn clusters_plan_namespaces_a_waiting_job_and_errors() {
 
     // $KUBECONFIG and --context as kubectl reads them; the namespace is
     // the context's.
-    let kubeconfig = two_contexts(&f, "other");
+    let kubeconfig = two_contexts(&f, &other);
     let by_context = plugin_by_env(&kubeconfig, &["get", "--context", "home"]).await;
     assert!(
         by_context.status.success(),
@@ -466,9 +477,9 @@ async fn clusters_plan_namespaces_a_waiting_job_and_errors() {
         unknown.contains("TensorFlowTrainingJob default/nope not found"),
         "{unknown}"
     );
-    let unknown = fails(&f, &["describe", "nope", "-n", "other"]).await;
+    let unknown = fails(&f, &["describe", "nope", "-n", &other]).await;
     assert!(
-        unknown.contains("TensorFlowTrainingJob other/nope not found"),
+        unknown.contains(&format!("TensorFlowTrainingJob {other}/nope not found")),
         "{unknown}"
     );
     let replica = fails(&f, &["logs", "sleeper", "ps-3"]).await;
@@ -476,7 +487,7 @@ async fn clusters_plan_namespaces_a_waiting_job_and_errors() {
         replica.contains("job sleeper has no replica ps-3; its replicas: worker-0"),
         "{replica}"
     );
-    let no_pod = fails(&f, &["logs", "huge", "-n", "other"]).await;
+    let no_pod = fails(&f, &["logs", "huge", "-n", &other]).await;
     assert!(
         no_pod.contains("replica worker-0 of job huge has no pod yet"),
         "{no_pod}"
@@ -503,7 +514,12 @@ async fn clusters_plan_namespaces_a_waiting_job_and_errors() {
         .expect("the member")
         .spec
         .kubeconfig_secret_ref;
-    Api::<Secret>::namespaced(f.client.clone(), &reference.namespace)
+    let secrets = Api::<Secret>::namespaced(f.client.clone(), &reference.namespace);
+    let mut kept = secrets
+        .get(&reference.name)
+        .await
+        .expect("the member's Secret");
+    secrets
         .delete(&reference.name, &Default::default())
         .await
         .expect("the member's Secret deleted");
@@ -515,4 +531,13 @@ async fn clusters_plan_namespaces_a_waiting_job_and_errors() {
         )),
         "{no_secret}"
     );
+    // The real clusters are shared with later tests: the Secret comes back.
+    kept.metadata.resource_version = None;
+    kept.metadata.uid = None;
+    kept.metadata.creation_timestamp = None;
+    kept.metadata.managed_fields = None;
+    secrets
+        .create(&PostParams::default(), &kept)
+        .await
+        .expect("the member's Secret restored");
 }

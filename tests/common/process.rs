@@ -78,6 +78,11 @@ impl Process {
         }
     }
 
+    /// Its process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Everything it printed on stdout so far (with stderr, when they share a file).
     pub fn stdout(&self) -> String {
         std::fs::read_to_string(&self.stdout).unwrap_or_default()

@@ -104,7 +104,7 @@ const START_LIMIT: Duration = Duration::from_secs(45 * 60);
 /// standard input, which closes with this process).
 pub struct Launcher {
     pub dir: PathBuf,
-    _process: Process,
+    process: Process,
 }
 
 impl Launcher {
@@ -135,10 +135,18 @@ impl Launcher {
             dir.join("ready").exists().then_some(())
         })
         .await;
-        Launcher {
-            dir,
-            _process: process,
-        }
+        Launcher { dir, process }
+    }
+
+    /// The launcher's process id (the names of its network namespaces
+    /// carry it: `rc<pid>-…`).
+    pub fn pid(&self) -> u32 {
+        self.process.id()
+    }
+
+    /// SIGTERM, then its exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        self.process.terminate()
     }
 
     pub fn kubeconfig(&self, cluster: &str) -> PathBuf {
@@ -170,6 +178,57 @@ pub async fn one_cluster() -> &'static RealClusters {
         .await
 }
 
+/// Where `hack/tf-venv` keeps the TensorFlow virtual environment (nothing
+/// is installed by asking).
+pub fn tf_venv_dir() -> PathBuf {
+    let output = Command::new(repo_path("hack/tf-venv"))
+        .arg("--dir")
+        .output()
+        .expect("hack/tf-venv runs (bash)");
+    assert!(output.status.success(), "hack/tf-venv --dir failed");
+    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+}
+
+/// The TensorFlow virtual environment, created on first use (`hack/tf-venv`:
+/// tensorflow-cpu from PyPI, pinned; under a minute once downloaded,
+/// progress on stderr); a failure fails the test.
+pub async fn tf_venv() -> PathBuf {
+    static VENV: tokio::sync::OnceCell<PathBuf> = tokio::sync::OnceCell::const_new();
+    VENV.get_or_init(|| async {
+        tokio::task::spawn_blocking(|| {
+            let output = Command::new(repo_path("hack/tf-venv"))
+                .stderr(std::process::Stdio::inherit())
+                .output()
+                .expect("hack/tf-venv runs (bash, python3)");
+            assert!(
+                output.status.success(),
+                "hack/tf-venv failed: the TensorFlow virtual environment is needed (pip install tensorflow-cpu)"
+            );
+            PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+        })
+        .await
+        .expect("hack/tf-venv")
+    })
+    .await
+    .clone()
+}
+
+/// The launcher's flags for process pods (README "Real TensorFlow"): the
+/// TensorFlow virtual environment first on their PATH, and `EXAMPLES`, the
+/// directory of the example programs that `$(EXAMPLES)` names in a command.
+pub fn process_env_args() -> Vec<String> {
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    vec![
+        "--process-env".into(),
+        format!("PATH={}:{path}", tf_venv_dir().join("bin").display()),
+        "--process-env".into(),
+        format!(
+            "EXAMPLES={}",
+            repo_path("config/examples/tensorflow").display()
+        ),
+    ]
+}
+
 /// `home`, `member-1` and `member-2`, one node of 4 GPUs each, the members
 /// registered with the identity of `deploy/member-rbac.yaml` (the shape of
 /// the federation tests).
@@ -191,8 +250,14 @@ pub async fn three_clusters() -> &'static RealClusters {
 
 impl RealClusters {
     async fn start(args: &[&str]) -> RealClusters {
+        let process_env = process_env_args();
+        let args: Vec<&str> = args
+            .iter()
+            .copied()
+            .chain(process_env.iter().map(String::as_str))
+            .collect();
         RealClusters {
-            launcher: Launcher::start(args).await,
+            launcher: Launcher::start(&args).await,
             turn: tokio::sync::Mutex::new(()),
             controller_kubeconfig: tokio::sync::OnceCell::new(),
             registered_secrets: tokio::sync::OnceCell::new(),
@@ -403,6 +468,30 @@ pub async fn install_crds(client: &Client) {
 /// The label of what a test adds on home for a while (MemberClusters,
 /// Secrets): the clean slate removes it.
 pub const EXTRA_LABEL: &str = "test.federation.tfjob.io/extra";
+
+/// On each member, the rule the README's plugin section asks users to add:
+/// `pods/log` for the member identity (`deploy/member-rbac.yaml`'s
+/// ServiceAccount), so that `kubectl tfjob logs` reads a replica's log there.
+pub async fn grant_member_logs(clusters: &RealClusters, members: &[&str]) {
+    for member in members {
+        let client = clusters.client(member).await;
+        apply(
+            &client,
+            &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "tfjob-logs"},
+                "rules": [{"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}]}),
+        )
+        .await;
+        apply(
+            &client,
+            &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "tfjob-logs"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "tfjob-logs"},
+                "subjects": [{"kind": "ServiceAccount", "name": "tfjob-federator-member", "namespace": "tfjob-federator"}]}),
+        )
+        .await;
+    }
+}
 
 /// A name for `test` that no other run uses: lower case, at most 57
 /// characters (a DNS label with room for a suffix).

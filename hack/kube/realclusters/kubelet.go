@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +74,8 @@ func (s script) exitCode(attempt int) int32 {
 }
 
 type kubelet struct {
+	cluster     string
+	runtime     *processRuntime
 	client      kubernetes.Interface
 	nodes       cache.Indexer
 	mu          sync.Mutex
@@ -80,22 +83,39 @@ type kubelet struct {
 	terminating map[types.UID]bool
 	attempts    map[string]int // per namespace/name: attempts so far
 	serial      int
+	processes   map[types.UID]*runningProcess // the process runtime's pods
 }
 
-func runKubelet(ctx context.Context, client kubernetes.Interface) error {
+func runKubelet(ctx context.Context, cluster string, client kubernetes.Interface, runtime *processRuntime, logs *logServer) error {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	pods := factory.Core().V1().Pods().Informer()
 	nodes := factory.Core().V1().Nodes().Informer()
-	k := &kubelet{client: client, nodes: nodes.GetIndexer(), started: map[types.UID]bool{}, terminating: map[types.UID]bool{}, attempts: map[string]int{}}
+	k := &kubelet{cluster: cluster, runtime: runtime, client: client, nodes: nodes.GetIndexer(), started: map[types.UID]bool{}, terminating: map[types.UID]bool{}, attempts: map[string]int{}, processes: map[types.UID]*runningProcess{}}
+	logs.kubelet.Store(k)
 	_, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { k.observe(ctx, obj) },
 		UpdateFunc: func(_, obj any) { k.observe(ctx, obj) },
 		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
 			if pod, ok := obj.(*corev1.Pod); ok {
 				k.mu.Lock()
+				process := k.processes[pod.UID]
 				delete(k.started, pod.UID)
 				delete(k.terminating, pod.UID)
+				delete(k.processes, pod.UID)
+				if process != nil {
+					process.deleting = true
+				}
 				k.mu.Unlock()
+				// A pod gone without the deletion seen first (a watch gap: a
+				// tombstone) takes its process along: no process outlives
+				// its pod. (A deletion with grace period 0 is seen as one,
+				// terminateProcess.)
+				if process != nil {
+					go stopProcess(ctx, process, 2*time.Second)
+				}
 			}
 		},
 	})
@@ -117,7 +137,11 @@ func (k *kubelet) observe(ctx context.Context, obj any) {
 	if pod.DeletionTimestamp != nil {
 		if !k.terminating[pod.UID] {
 			k.terminating[pod.UID] = true
-			go k.terminate(ctx, pod.Namespace, pod.Name, pod.UID)
+			if wantsProcess(pod) && k.runtime != nil {
+				go k.terminateProcess(ctx, pod)
+			} else {
+				go k.terminate(ctx, pod.Namespace, pod.Name, pod.UID)
+			}
 		}
 		return
 	}
@@ -135,9 +159,13 @@ func (k *kubelet) observe(ctx context.Context, obj any) {
 		}
 	}
 	k.started[pod.UID] = true
+	if wantsProcess(pod) && k.runtime != nil {
+		go k.runProcess(ctx, pod.DeepCopy(), hostIP)
+		return
+	}
 	k.serial++
 	podIP := fmt.Sprintf("10.244.%d.%d", (k.serial/250)%250, k.serial%250+2)
-	go k.drive(ctx, pod.Namespace, pod.Name, pod.UID, scriptOf(pod), hostIP, podIP)
+	go k.drive(ctx, pod.Namespace, pod.Name, firstContainer(pod), pod.UID, scriptOf(pod), hostIP, podIP)
 }
 
 func (k *kubelet) nextAttempt(namespace, name string) int {
@@ -213,7 +241,7 @@ func containerStatuses(pod *corev1.Pod, state corev1.ContainerState, last corev1
 
 // drive is one pod's life: pending, running attempts, restarts in place for
 // restartPolicy Always/OnFailure (the controller's pods use Never).
-func (k *kubelet) drive(ctx context.Context, namespace, name string, uid types.UID, s script, hostIP, podIP string) {
+func (k *kubelet) drive(ctx context.Context, namespace, name, container string, uid types.UID, s script, hostIP, podIP string) {
 	if !sleep(ctx, s.pending) {
 		return
 	}
@@ -240,6 +268,7 @@ func (k *kubelet) drive(ctx context.Context, namespace, name string, uid types.U
 	var last corev1.ContainerState
 	for {
 		attempt := k.nextAttempt(namespace, name)
+		logs := k.scriptedLogs(namespace, name, container, attempt)
 		startedAt := metav1.Now()
 		running := k.updatePod(ctx, namespace, name, uid, func(pod *corev1.Pod) {
 			state := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: startedAt}}
@@ -248,10 +277,15 @@ func (k *kubelet) drive(ctx context.Context, namespace, name string, uid types.U
 			pod.Status.ContainerStatuses = containerStatuses(pod, state, last, true, restarts)
 			setConditions(pod, true, "")
 		})
-		if !running || !sleep(ctx, s.run) {
+		if !running {
+			k.runtime.book.setOpen(logs, false)
+			return
+		}
+		if !sleep(ctx, s.run) {
 			return
 		}
 		code := s.exitCode(attempt)
+		k.endScriptedLog(logs, name, attempt, code)
 		reason := "Error"
 		switch {
 		case code == 0:
@@ -300,6 +334,12 @@ func (k *kubelet) terminate(ctx context.Context, namespace, name string, uid typ
 		if err != nil || pod.UID != uid || (pod.Status.Phase != corev1.PodRunning && pod.Status.Phase != corev1.PodPending) {
 			return nil
 		}
+		k.mu.Lock()
+		attempt := k.attempts[namespace+"/"+name] - 1
+		k.mu.Unlock()
+		if logs := k.runtime.book.path(k.cluster, namespace, name, firstContainer(pod), attempt); attempt >= 0 && k.runtime.book.isOpen(logs) {
+			k.endScriptedLog(logs, name, attempt, 143)
+		}
 		now := metav1.Now()
 		for i := range pod.Status.ContainerStatuses {
 			status := &pod.Status.ContainerStatuses[i]
@@ -317,9 +357,43 @@ func (k *kubelet) terminate(ctx context.Context, namespace, name string, uid typ
 		_, err = pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{FieldManager: "kubelet"})
 		return err
 	})
+	k.removePod(ctx, namespace, name, uid)
+}
+
+// removePod deletes a terminated pod for good (grace period 0), as a
+// kubelet does once its containers stopped.
+func (k *kubelet) removePod(ctx context.Context, namespace, name string, uid types.UID) {
+	pods := k.client.CoreV1().Pods(namespace)
 	zero := int64(0)
 	err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		logf("deleting pod %s/%s: %v", namespace, name, err)
 	}
+}
+
+func firstContainer(pod *corev1.Pod) string {
+	if len(pod.Spec.Containers) == 0 {
+		return ""
+	}
+	return pod.Spec.Containers[0].Name
+}
+
+// scriptedLogs starts the log of a scripted pod's attempt (0-based) with
+// the lines the simulated kubelet writes (crates/kube-sim/src/logs.rs),
+// and returns its path.
+func (k *kubelet) scriptedLogs(namespace, name, container string, attempt int) string {
+	path := k.runtime.book.path(k.cluster, namespace, name, container, attempt)
+	_ = os.Remove(path)
+	k.runtime.book.setOpen(path, true)
+	n := attempt + 1
+	k.runtime.book.appendLines(path, fmt.Sprintf("%s attempt %d: started", name, n), fmt.Sprintf("%s attempt %d: running", name, n))
+	return path
+}
+
+func (k *kubelet) endScriptedLog(path, name string, attempt int, code int32) {
+	if !k.runtime.book.isOpen(path) {
+		return
+	}
+	k.runtime.book.appendLines(path, fmt.Sprintf("%s attempt %d: exited with code %d", name, attempt+1, code))
+	k.runtime.book.setOpen(path, false)
 }

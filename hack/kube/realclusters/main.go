@@ -53,6 +53,7 @@ type options struct {
 	gpus          int
 	cpu, memory   string
 	register      bool
+	processEnv    []string
 }
 
 func logf(format string, args ...any) {
@@ -67,10 +68,17 @@ func main() {
 	flag.IntVar(&o.gpus, "gpus-per-node", 4, "nvidia.com/gpu per node")
 	flag.StringVar(&o.cpu, "cpu-per-node", "32", "cpu per node")
 	flag.StringVar(&o.memory, "memory-per-node", "128Gi", "memory per node")
+	flag.Func("process-env", "NAME=VALUE in the env of every process pod, beneath the container's own (repeatable; e.g. PATH of a Python virtual environment)", func(kv string) error {
+		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+			return fmt.Errorf("%q is not NAME=VALUE", kv)
+		}
+		o.processEnv = append(o.processEnv, kv)
+		return nil
+	})
 	flag.BoolVar(&o.register, "register", false, "install the CRDs on home and register the other clusters as members, with the identity of deploy/member-rbac.yaml")
 	flag.Parse()
 	if o.kubeconfigDir == "" || o.clusters < 1 {
-		fmt.Fprintln(os.Stderr, "usage: real-clusters --clusters N --kubeconfig-dir DIR [--nodes K] [--gpus-per-node G] [--cpu-per-node C] [--memory-per-node M] [--register]")
+		fmt.Fprintln(os.Stderr, "usage: real-clusters --clusters N --kubeconfig-dir DIR [--nodes K] [--gpus-per-node G] [--cpu-per-node C] [--memory-per-node M] [--register] [--process-env NAME=VALUE]…")
 		os.Exit(2)
 	}
 	// Asked to stop (a signal, or standard input closed) is a clean end; a
@@ -116,6 +124,11 @@ func run(ctx context.Context, o options, procs *processes) error {
 		return err
 	}
 	logf("logs in %s", logs)
+	// Process pods (process.go): their pod network, hosts files and logs;
+	// every process stopped and the network removed when the run ends.
+	book := newLogBook(filepath.Join(logs, "pods"))
+	runtime := newProcessRuntime(ctx, book, work, o.processEnv)
+	defer runtime.stopAll()
 	etcd, err := startEtcd(ctx, procs, bin, work, logs)
 	if err != nil {
 		return err
@@ -131,7 +144,7 @@ func run(ctx context.Context, o options, procs *processes) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			clusters[i], errs[i] = startCluster(ctx, procs, bin, work, logs, etcd, name, o)
+			clusters[i], errs[i] = startCluster(ctx, procs, runtime, bin, work, logs, etcd, name, o)
 		}()
 	}
 	wg.Wait()
@@ -393,7 +406,7 @@ func (c *cluster) restConfig(server string) (*rest.Config, error) {
 	return config, nil
 }
 
-func startCluster(ctx context.Context, procs *processes, bin, work, logs, etcd, name string, o options) (*cluster, error) {
+func startCluster(ctx context.Context, procs *processes, runtime *processRuntime, bin, work, logs, etcd, name string, o options) (*cluster, error) {
 	dir := filepath.Join(work, name)
 	p, err := makePKI(dir, name)
 	if err != nil {
@@ -417,7 +430,10 @@ func startCluster(ctx context.Context, procs *processes, bin, work, logs, etcd, 
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+p.saPub, "--service-account-signing-key-file="+p.saKey,
 		"--service-cluster-ip-range=10.96.0.0/16",
-		"--allow-privileged=true", "--endpoint-reconciler-type=none", "--profiling=false")
+		"--allow-privileged=true", "--endpoint-reconciler-type=none", "--profiling=false",
+		// The nodes' ExternalIP is 127.0.0.1, where logs.go serves their
+		// kubelet API: `kubectl logs` stays on loopback.
+		"--kubelet-preferred-address-types=ExternalIP")
 	if err != nil {
 		return nil, err
 	}
@@ -442,6 +458,10 @@ func startCluster(ctx context.Context, procs *processes, bin, work, logs, etcd, 
 		return nil, err
 	}
 	if err := applier.apply(ctx, podGroupCRD()); err != nil {
+		return nil, err
+	}
+	// Multi-Cluster Services' ServiceExport, for members with exportServices.
+	if err := applier.apply(ctx, serviceExportCRD()); err != nil {
 		return nil, err
 	}
 	if name == "home" && o.register {
@@ -488,10 +508,20 @@ func startCluster(ctx context.Context, procs *processes, bin, work, logs, etcd, 
 	if err != nil {
 		return nil, err
 	}
-	if err := createNodes(ctx, client, name, o); err != nil {
+	kubeletAPI, err := newLogServer(runtime.book, p.serverCert, p.serverKey)
+	if err != nil {
+		return nil, err
+	}
+	if err := createNodes(ctx, client, name, o, kubeletAPI.port); err != nil {
 		return nil, fmt.Errorf("%s nodes: %w", name, err)
 	}
-	if err := runKubelet(ctx, client); err != nil {
+	if err := runKubelet(ctx, name, client, runtime, kubeletAPI); err != nil {
+		return nil, err
+	}
+	if err := waitServed(ctx, client, "multicluster.x-k8s.io/v1alpha1", "serviceexports"); err != nil {
+		return nil, err
+	}
+	if err := runtime.hosts.watch(ctx, name, client, admin); err != nil {
 		return nil, err
 	}
 	proxy, err := newFaultProxy(c.direct, p.caPEM)
@@ -506,4 +536,25 @@ func startCluster(ctx context.Context, procs *processes, bin, work, logs, etcd, 
 	}
 	logf("%s: %d nodes ready; serving on %s", name, o.nodes, c.proxied)
 	return c, nil
+}
+
+// waitServed waits until the API server serves resource of groupVersion
+// (a CRD just made).
+func waitServed(ctx context.Context, client kubernetes.Interface, groupVersion, resource string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if list, err := client.Discovery().ServerResourcesForGroupVersion(groupVersion); err == nil {
+			for _, r := range list.APIResources {
+				if r.Name == resource {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s of %s not served after 30s", resource, groupVersion)
 }

@@ -84,7 +84,7 @@ spec:
 
 // createNodes creates the nodes as the simulator names and labels them
 // (src/sim/nodes.rs), with the annotation kwok manages.
-func createNodes(ctx context.Context, client kubernetes.Interface, clusterName string, o options) error {
+func createNodes(ctx context.Context, client kubernetes.Interface, clusterName string, o options, kubeletPort int) error {
 	capacity := corev1.ResourceList{}
 	for name, value := range map[corev1.ResourceName]string{
 		corev1.ResourceCPU: o.cpu, corev1.ResourceMemory: o.memory, corev1.ResourcePods: "110",
@@ -118,7 +118,10 @@ func createNodes(ctx context.Context, client kubernetes.Interface, clusterName s
 				Addresses: []corev1.NodeAddress{
 					{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("172.18.0.%d", i+2)},
 					{Type: corev1.NodeHostName, Address: name},
+					// Where kube-apiserver finds the kubelet API (logs.go).
+					{Type: corev1.NodeExternalIP, Address: "127.0.0.1"},
 				},
+				DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(kubeletPort)}},
 			},
 		}
 		if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {

@@ -38,6 +38,17 @@ pub fn tf_config(
 ) -> Result<String, BuildError> {
     let job_ref = JobRef::of(job)?;
     replica_spec(job, key)?;
+    // Over several clusters every task gets the same, cluster-independent
+    // map: ParameterServerStrategy hands the coordinator's map to every
+    // task, so a name that resolves only in the coordinator's cluster
+    // would break the others.
+    let clusters: std::collections::BTreeSet<&str> = ReplicaType::ALL
+        .into_iter()
+        .filter(|t| job.spec.replica_spec(*t).is_some())
+        .flat_map(|t| (0..job.spec.replicas_of(t)).map(move |i| ReplicaKey::new(t, i)))
+        .map(|peer| topology.cluster_of(peer))
+        .collect();
+    let spans_clusters = clusters.len() > 1;
     let mut cluster = BTreeMap::new();
     for replica_type in ReplicaType::ALL {
         let Some(spec) = job.spec.replica_spec(replica_type) else {
@@ -52,7 +63,11 @@ pub fn tf_config(
             .map(|index| {
                 let peer = ReplicaKey::new(replica_type, index);
                 let service = peer.object_name(job_ref.name);
-                let host = topology.peer_host(key, peer, &service, job_ref.namespace);
+                let host = if spans_clusters {
+                    topology.cluster_independent_host(peer, &service, job_ref.namespace)
+                } else {
+                    topology.peer_host(key, peer, &service, job_ref.namespace)
+                };
                 format!("{host}:{port}")
             })
             .collect();
@@ -105,17 +120,52 @@ mod tests {
             .assign(key(ReplicaType::Worker, 1), "member-1")
             .assign(key(ReplicaType::Ps, 0), "member-1")
             .set_address_template("member-1", "{service}.{namespace}.{cluster}.example.org");
-        // worker-1 on member-1 reaches the ps locally and the rest through
-        // home's default (MCS) address.
+        // Every replica by its cluster's address template: home's default
+        // (MCS) name, member-1's own template, whoever asks.
         assert_eq!(
             tf_config(&job, key(ReplicaType::Worker, 1), &topology).expect("tf_config"),
-            r#"{"cluster":{"chief":["mnist-chief-0.team-a.svc.clusterset.local:2222"],"ps":["mnist-ps-0.team-a.svc:2222"],"worker":["mnist-worker-0.team-a.svc.clusterset.local:2222","mnist-worker-1.team-a.svc:2222"]},"task":{"type":"worker","index":1},"environment":"cloud"}"#
+            r#"{"cluster":{"chief":["mnist-chief-0.team-a.svc.clusterset.local:2222"],"ps":["mnist-ps-0.team-a.member-1.example.org:2222"],"worker":["mnist-worker-0.team-a.svc.clusterset.local:2222","mnist-worker-1.team-a.member-1.example.org:2222"]},"task":{"type":"worker","index":1},"environment":"cloud"}"#
         );
-        // The chief at home reaches member-1 through its template.
         assert_eq!(
             tf_config(&job, key(ReplicaType::Chief, 0), &topology).expect("tf_config"),
-            r#"{"cluster":{"chief":["mnist-chief-0.team-a.svc:2222"],"ps":["mnist-ps-0.team-a.member-1.example.org:2222"],"worker":["mnist-worker-0.team-a.svc:2222","mnist-worker-1.team-a.member-1.example.org:2222"]},"task":{"type":"chief","index":0},"environment":"cloud"}"#
+            r#"{"cluster":{"chief":["mnist-chief-0.team-a.svc.clusterset.local:2222"],"ps":["mnist-ps-0.team-a.member-1.example.org:2222"],"worker":["mnist-worker-0.team-a.svc.clusterset.local:2222","mnist-worker-1.team-a.member-1.example.org:2222"]},"task":{"type":"chief","index":0},"environment":"cloud"}"#
         );
+    }
+
+    /// TensorFlow's ParameterServerStrategy hands the coordinator's
+    /// cluster to every task (a worker reaches the ps by the chief's
+    /// addresses), so across clusters a cluster-local name breaks training:
+    /// seen on the real clusters, ps-0 on member-2 could not resolve the
+    /// chief's `mnist-ps-1.<ns>.svc`. A job over several clusters lists
+    /// every replica, its own cluster's too, by its cluster's address
+    /// template, the same map for every task.
+    #[test]
+    fn across_clusters_every_task_gets_the_same_cluster_independent_map() {
+        let job = chief_workers_ps();
+        let mut topology = Topology::new("home");
+        topology
+            .assign(key(ReplicaType::Worker, 1), "member-1")
+            .assign(key(ReplicaType::Ps, 0), "member-1")
+            .set_address_template("member-1", "{service}.{namespace}.{cluster}.example.org");
+        let cluster_of = |task| {
+            let config: serde_json::Value =
+                serde_json::from_str(&tf_config(&job, task, &topology).expect("tf_config"))
+                    .expect("json");
+            config["cluster"].clone()
+        };
+        let expected = json!({
+            "chief": ["mnist-chief-0.team-a.svc.clusterset.local:2222"],
+            "ps": ["mnist-ps-0.team-a.member-1.example.org:2222"],
+            "worker": ["mnist-worker-0.team-a.svc.clusterset.local:2222", "mnist-worker-1.team-a.member-1.example.org:2222"],
+        });
+        for task in [
+            key(ReplicaType::Chief, 0),
+            key(ReplicaType::Ps, 0),
+            key(ReplicaType::Worker, 0),
+            key(ReplicaType::Worker, 1),
+        ] {
+            assert_eq!(cluster_of(task), expected, "{task:?}");
+        }
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! name, `<job>-<type>-<index>`), `{namespace}` (the job's namespace) and
 //! `{cluster}` (the name of the cluster the replica runs on). The default,
 //! [`DEFAULT_ADDRESS_TEMPLATE`], is the Kubernetes multi-cluster services
-//! (MCS) name. Replicas on the same cluster always use `<svc>.<ns>.svc`.
+//! (MCS) name. Replicas of a job on one cluster use `<svc>.<ns>.svc`; a job
+//! over several clusters names every replica by its cluster's template.
 
 use std::collections::BTreeMap;
 
@@ -101,6 +102,21 @@ impl Topology {
                 peer_cluster,
             )
         }
+    }
+}
+
+impl Topology {
+    /// The host name of `peer`'s service `service` in `namespace` from any
+    /// cluster: its cluster's address template (a job over several
+    /// clusters names every replica so, see `tf_config`).
+    pub fn cluster_independent_host(
+        &self,
+        peer: ReplicaKey,
+        service: &str,
+        namespace: &str,
+    ) -> String {
+        let cluster = self.cluster_of(peer);
+        render_address(self.address_template(cluster), service, namespace, cluster)
     }
 }
 

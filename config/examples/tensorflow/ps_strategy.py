@@ -1,0 +1,111 @@
+"""ParameterServerStrategy training, its cluster learnt from TF_CONFIG alone.
+
+The ps and worker tasks start a TensorFlow server and serve until they are
+stopped (the job ends when its chief does). The chief is the coordinator: it
+trains a small Keras model on synthetic data for TRAIN_STEPS steps, printing
+step and loss, and checkpoints to CHECKPOINT_DIR (shared by the job's
+processes; a restarted chief resumes from the latest checkpoint).
+
+Environment: TF_CONFIG (set by the controller), CHECKPOINT_DIR, TRAIN_STEPS
+(default 60). Nothing is downloaded.
+"""
+
+import json
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+import tensorflow as tf  # noqa: E402
+
+STEPS = int(os.environ.get("TRAIN_STEPS", "60"))
+PRINT_EVERY = 10
+CHECKPOINT_EVERY = 10
+BATCH = 32
+
+
+def describe(resolver):
+    config = json.loads(os.environ["TF_CONFIG"])
+    me = f"{resolver.task_type}-{resolver.task_id}"
+    print(f"{me}: TF_CONFIG cluster {json.dumps(config['cluster'], sort_keys=True)}", flush=True)
+    return me
+
+
+def serve(resolver, me):
+    server = tf.distribute.Server(
+        resolver.cluster_spec(),
+        job_name=resolver.task_type,
+        task_index=resolver.task_id,
+        protocol=resolver.rpc_layer or "grpc",
+        start=True,
+    )
+    print(f"{me}: serving at {server.target}", flush=True)
+    server.join()
+
+
+def dataset_fn():
+    # Synthetic regression data: y = x . w + 1, w fixed by the seed.
+    x = tf.random.stateless_normal((1024, 8), seed=[7, 0])
+    y = tf.reduce_sum(x * tf.range(1.0, 9.0) / 8.0, axis=1, keepdims=True) + 1.0
+    return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(BATCH)
+
+
+def coordinate(resolver, me):
+    strategy = tf.distribute.ParameterServerStrategy(resolver)
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    with strategy.scope():
+        model = tf.keras.Sequential(
+            [tf.keras.Input((8,)), tf.keras.layers.Dense(16, activation="relu"), tf.keras.layers.Dense(1)]
+        )
+        optimizer = tf.keras.optimizers.SGD(learning_rate=0.05)
+        step = tf.Variable(0, dtype=tf.int64, name="step")
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
+    directory = os.environ["CHECKPOINT_DIR"]
+    manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=2)
+    if manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint)
+        print(f"{me}: resumed from {manager.latest_checkpoint} at step {int(step.numpy())}", flush=True)
+    else:
+        print(f"{me}: no checkpoint in {directory}: starting at step 0", flush=True)
+
+    per_worker = coordinator.create_per_worker_dataset(dataset_fn)
+    iterator = iter(per_worker)
+
+    @tf.function
+    def train_step(iterator):
+        def replica_fn(batch):
+            x, y = batch
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x, training=True) - y))
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            step.assign_add(1)
+            return loss
+
+        return strategy.run(replica_fn, args=(next(iterator),))
+
+    while int(step.numpy()) < STEPS:
+        start = int(step.numpy())
+        chunk = min(PRINT_EVERY, STEPS - start)
+        losses = [coordinator.schedule(train_step, args=(iterator,)) for _ in range(chunk)]
+        coordinator.join()
+        loss = float(losses[-1].fetch())
+        done = int(step.numpy())
+        print(f"{me}: step {done}/{STEPS} loss {loss:.4f}", flush=True)
+        if done % CHECKPOINT_EVERY == 0 or done >= STEPS:
+            manager.save(checkpoint_number=done)
+    print(f"{me}: trained {STEPS} steps; checkpoint {manager.latest_checkpoint}", flush=True)
+
+
+def main():
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    me = describe(resolver)
+    if resolver.task_type in ("ps", "worker"):
+        serve(resolver, me)
+    elif resolver.task_type == "chief":
+        coordinate(resolver, me)
+    else:
+        raise SystemExit(f"{me}: no part for task type {resolver.task_type!r} in ParameterServerStrategy training")
+
+
+if __name__ == "__main__":
+    main()
