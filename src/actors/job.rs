@@ -290,7 +290,7 @@ impl JobActor {
                     {
                         Ok(desired) => Some(desired),
                         Err(event) => {
-                            ctx.notify(Fed(event));
+                            ctx.notify(Fed(*event));
                             None
                         }
                     },
@@ -672,11 +672,12 @@ impl JobActor {
         topology: &Arc<Topology>,
         cluster: &str,
         from: &BuiltFrom,
-    ) -> Result<Arc<Recipe>, Event> {
-        let target = self
-            .targets
-            .get(cluster)
-            .ok_or_else(|| Event::BuildFailed(format!("no connection to cluster {cluster}")))?;
+    ) -> Result<Arc<Recipe>, Box<Event>> {
+        let target = self.targets.get(cluster).ok_or_else(|| {
+            Box::new(Event::BuildFailed(format!(
+                "no connection to cluster {cluster}"
+            )))
+        })?;
         Ok(Arc::new(Recipe {
             job: job.clone(),
             topology: topology.clone(),
@@ -701,24 +702,24 @@ impl JobActor {
         recipe: &Arc<Recipe>,
         key: ReplicaKey,
         cluster: &str,
-    ) -> Result<Desired, Event> {
+    ) -> Result<Desired, Box<Event>> {
         let desired = Desired::new(recipe.clone(), key);
         let pod = desired
             .pod(&self.trust(key))
-            .map_err(|e| Event::BuildFailed(format!("replica {key}: {e}")))?;
+            .map_err(|e| Box::new(Event::BuildFailed(format!("replica {key}: {e}"))))?;
         let refused = self
             .targets
             .get(cluster)
             .and_then(|target| target.admission.as_ref())
             .and_then(|admission| admission.refuses(&pod, &self.namespace()));
         match refused {
-            Some(why) => Err(Event::Refused(Refusal {
+            Some(why) => Err(Box::new(Event::Refused(Refusal {
                 key,
                 epoch: recipe.epoch,
                 cluster: cluster.to_string(),
                 everywhere: false,
                 message: format!("cluster {cluster} does not admit the pod: {why}"),
-            })),
+            }))),
             None => Ok(desired),
         }
     }
@@ -770,16 +771,16 @@ impl JobActor {
                     let recipe = match recipe {
                         Ok(recipe) => recipe,
                         Err(event) => {
-                            ctx.notify(Fed(event));
+                            ctx.notify(Fed(*event));
                             return;
                         }
                     };
                     recipes.insert(cluster.clone(), recipe.clone());
-                    if checked.insert((key.replica_type, cluster.clone())) {
-                        if let Err(event) = self.desired(&recipe, *key, cluster) {
-                            ctx.notify(Fed(event));
-                            return;
-                        }
+                    if checked.insert((key.replica_type, cluster.clone()))
+                        && let Err(event) = self.desired(&recipe, *key, cluster)
+                    {
+                        ctx.notify(Fed(*event));
+                        return;
                     }
                     Some(Desired::new(recipe, *key))
                 }
