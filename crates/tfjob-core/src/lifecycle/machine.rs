@@ -398,9 +398,7 @@ impl JobState {
     ) -> JobState {
         let mut job = JobState::new(None, job_name);
         job.status = status.cloned().unwrap_or_default();
-        job.status.tasks.clear();
         job.status.seal = None;
-        job.views = status::views_of(&job.status, job_name);
         job.stage = Stage::Unverified { why };
         job
     }
@@ -418,6 +416,11 @@ impl JobState {
     /// The status to write: the machine's, with `tasks` and `aggregate`
     /// from the replicas' views.
     pub fn status(&self) -> TensorFlowTrainingJobStatus {
+        if !self.is_verified() {
+            // As stored, but for what the machine says of it (its
+            // condition): it has no replicas of its own to count.
+            return self.status.clone();
+        }
         let mut status = self.status.clone();
         let views: Vec<ReplicaView> = self.views.values().cloned().collect();
         status.tasks = status::tasks(&views, &self.restart_counts, &self.replicas.types());

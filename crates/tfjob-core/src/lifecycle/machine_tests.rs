@@ -1103,6 +1103,11 @@ fn a_job_whose_record_is_not_the_controllers_decides_nothing() {
         );
     }
     assert_eq!(state.phase(), Some(JobPhase::Running), "as stored");
+    assert_eq!(
+        state.status().tasks,
+        stored.tasks,
+        "the replicas as stored are shown"
+    );
     let failure = condition(&state, Cond::ReplicaFailure).expect("a ReplicaFailure condition");
     assert_eq!(failure, (ConditionStatus::True, "RecordUnverified".into()));
     assert_eq!(names(&state.step(deleted(), t(0))), ["RemoveFinalizer"]);
