@@ -237,14 +237,28 @@ async fn multi_worker_mirrored_job_spread_over_both_members_succeeds() {
     let f = tf_federation().await;
     // The clusters are this test's from here (tests take turns on them).
     let started = Instant::now();
+    // Its pods are kept (the example deletes a worker still running when
+    // worker-0, the master, ends): worker-1's log is read after the end.
     f.submit(example(
         "multi-worker-mirrored.yaml",
         "tf-mwms",
         30,
-        json!({}),
+        json!({"runPolicy": {"backoffLimit": 3, "cleanUpPolicy": "none"}}),
     ))
     .await;
     let done = succeeded(&f, "tf-mwms", TEST_LIMIT).await;
+    eventually("worker-1 ended", TEST_LIMIT, async || {
+        f.pods_on("tf-mwms", &["member-1", "member-2"])
+            .await
+            .values()
+            .flatten()
+            .any(|p| {
+                p.metadata.name.as_deref() == Some("tf-mwms-worker-1")
+                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded")
+            })
+            .then_some(())
+    })
+    .await;
     let placed = clusters_of(&done);
     assert_ne!(
         placed["worker-0"], placed["worker-1"],
