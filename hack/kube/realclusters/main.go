@@ -28,7 +28,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -93,7 +92,9 @@ func main() {
 	ctx, died := context.WithCancelCause(asked)
 	procs := &processes{died: died}
 	err := run(ctx, o, procs)
-	if err == nil && asked.Err() == nil {
+	if asked.Err() == nil && ctx.Err() != nil {
+		// A child died: that is why run stopped, whatever it returned on
+		// its way out (often only "context canceled").
 		err = context.Cause(ctx)
 	}
 	stop()
@@ -236,7 +237,7 @@ func (p *processes) start(logs, name, path string, args ...string) error {
 		stopping := p.stopping
 		p.mu.Unlock()
 		if !stopping {
-			p.died(fmt.Errorf("%s exited (%v); see %s", name, err, out.Name()))
+			p.died(fmt.Errorf("%s exited (%v); the end of %s:\n%s", name, err, out.Name(), logTail(out.Name(), 20)))
 		}
 	}()
 	return nil
@@ -267,13 +268,17 @@ func (p *processes) stopAll() {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// logTail is the last lines of the file at path, to say why a child died.
+func logTail(path string, lines int) string {
+	text, err := os.ReadFile(path)
 	if err != nil {
-		return 0, err
+		return err.Error()
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	all := strings.Split(strings.TrimRight(string(text), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
 }
 
 func randomToken() string {
