@@ -123,6 +123,8 @@ pub struct JobActor {
     placer: Addr<MemberSupervisor>,
     tensorboards: Recipient<WatchTensorBoards>,
     job: Arc<TensorFlowTrainingJob>,
+    /// The job as of its last spec that validated: what pods are built from.
+    valid_job: Arc<TensorFlowTrainingJob>,
     machine: JobState,
     replicas: BTreeMap<ReplicaKey, Replica>,
     /// The clusters of the current placement.
@@ -160,6 +162,7 @@ impl JobActor {
             shared,
             placer,
             tensorboards,
+            valid_job: job.clone(),
             job,
             replicas: BTreeMap::new(),
             targets: BTreeMap::new(),
@@ -207,32 +210,37 @@ impl JobActor {
             .flatten()
     }
 
-    /// The job with the replicaSpecs it runs: the accepted ones once it
-    /// started, else its own.
+    /// The job pods are built from: its last spec the machine took (an
+    /// edit that does not validate is refused, see `JobUpdated`), with the
+    /// replicaSpecs it runs.
     fn running_job(&self) -> Arc<TensorFlowTrainingJob> {
+        self.running_job_of(&self.valid_job)
+    }
+
+    /// `job` with the replicaSpecs the job runs: the accepted ones once it
+    /// started, else its own.
+    fn running_job_of(&self, job: &Arc<TensorFlowTrainingJob>) -> Arc<TensorFlowTrainingJob> {
         let accepted = match self.machine.stage {
             Stage::New => self
                 .machine
                 .started()
                 .then(|| self.recorded_replica_specs())
                 .flatten(),
-            _ if self.machine.started() => {
-                serde_json::from_str(self.machine.accepted_replica_specs()).ok()
-            }
+            _ if self.machine.started() => Some(self.machine.accepted_specs().to_vec()),
             _ => None,
         };
         match accepted {
-            Some(specs) if specs != self.job.spec.replica_specs => {
-                let mut job = (*self.job).clone();
+            Some(specs) if specs != job.spec.replica_specs => {
+                let mut job = (**job).clone();
                 job.spec.replica_specs = specs;
                 Arc::new(job)
             }
-            _ => self.job.clone(),
+            _ => job.clone(),
         }
     }
 
     fn spec(&self) -> Spec {
-        let running = self.running_job();
+        let running = self.running_job_of(&self.job);
         let accepted = self.recorded_replica_specs().map(|specs| {
             let mut job = (*self.job).clone();
             job.spec.replica_specs = specs;
@@ -316,6 +324,15 @@ impl JobActor {
                 for replica in self.replicas.values() {
                     replica.actor.do_send(Finish { clean_up });
                 }
+            }
+            Effect::RetryLater => {
+                ctx.run_later(self.shared.config.retry_interval(), |act, ctx| {
+                    act.feed(ctx, Event::RetryDue);
+                });
+            }
+            Effect::EnsureTensorBoard => {
+                let job = self.running_job();
+                self.ensure_tensorboard(ctx, &job);
             }
             Effect::DeleteMemberPodGroups => {
                 let members: Vec<Target> =
@@ -436,10 +453,15 @@ impl JobActor {
                 // Gone: `JobGone` follows.
                 Ok(_) => {}
                 // The finalizers or annotations changed meanwhile (the
-                // patch's test failed): the next update tries again.
+                // patch's test failed; a metadata-only edit brings no new
+                // spec): it is tried again, from the job as it is then.
                 Err(e) => {
                     tracing::debug!(job = %act.name(), error = %e, "admitting the job deferred");
                     act.feed(ctx, Event::AdmitFailed);
+                    ctx.run_later(act.shared.config.retry_interval(), |act, ctx| {
+                        let spec = act.spec();
+                        act.feed(ctx, Event::SpecChanged(spec));
+                    });
                 }
             }),
         );
@@ -468,7 +490,7 @@ impl JobActor {
     }
 
     fn ask_placement(&self, ctx: &Context<Self>) {
-        let job = &self.job;
+        let job = &self.valid_job;
         self.placer.do_send(Place {
             job_uid: job.uid().unwrap_or_default(),
             priority: job
@@ -567,6 +589,7 @@ impl JobActor {
             let ns = ns.clone();
             let cluster = cluster.clone();
             preparations.push(async move {
+                let mut failed = None;
                 if let Some(namespace) = namespace {
                     // The member may lack the job's namespace: it is created
                     // (never deleted); one that exists is left as it is.
@@ -585,33 +608,43 @@ impl JobActor {
                         Err(e) => tracing::warn!(error = %e, "{what} refused"),
                     }
                 }
-                if let Ok(Some(group)) = group {
-                    let api: Api<DynamicObject> =
-                        Api::namespaced_with(client, &ns, &builders::pod_group_resource());
-                    // Applied, not created: after a failover the cluster's share
-                    // of the job (minMember) may differ from an earlier epoch's.
-                    let params = PatchParams::apply(builders::MANAGER).force();
-                    let name = group.name_any();
-                    let what = format!("applying PodGroup {ns}/{name} on {cluster}");
-                    let patch = Patch::Apply(&group);
-                    if let Err(e) = call::call(Kind::Write, backoff, &what, || {
-                        api.patch(&name, &params, &patch)
-                    })
-                    .await
-                    {
-                        tracing::warn!(error = %e, "{what} refused");
+                match group {
+                    Ok(Some(group)) => {
+                        let api: Api<DynamicObject> =
+                            Api::namespaced_with(client, &ns, &builders::pod_group_resource());
+                        // Applied, not created: after a failover the cluster's share
+                        // of the job (minMember) may differ from an earlier epoch's.
+                        let params = PatchParams::apply(builders::MANAGER).force();
+                        let name = group.name_any();
+                        let what = format!("applying PodGroup {ns}/{name} on {cluster}");
+                        let patch = Patch::Apply(&group);
+                        if let Err(e) = call::call(Kind::Write, backoff, &what, || {
+                            api.patch(&name, &params, &patch)
+                        })
+                        .await
+                        {
+                            tracing::warn!(error = %e, "{what} refused");
+                            failed =
+                                Some(format!("{what}: {}", crate::telemetry::client::shown(&e)));
+                        }
                     }
+                    Ok(None) => {}
+                    Err(e) => failed = Some(format!("building the PodGroup for {cluster}: {e}")),
                 }
+                failed
             });
         }
         // Pods wait for these: a gang pod must not meet a missing PodGroup.
         let prepared = futures::future::join_all(preparations);
-        ctx.spawn(
-            prepared
-                .into_actor(self)
-                .map(|_, act, ctx| act.feed(ctx, Event::Prepared)),
-        );
-        self.ensure_tensorboard(ctx, &job);
+        ctx.spawn(prepared.into_actor(self).map(|failures, act, ctx| {
+            let failures: Vec<String> = failures.into_iter().flatten().collect();
+            let event = if failures.is_empty() {
+                Event::Prepared
+            } else {
+                Event::PreparationFailed(failures.join("; "))
+            };
+            act.feed(ctx, event);
+        }));
     }
 
     fn ensure_tensorboard(&self, ctx: &mut Context<Self>, job: &TensorFlowTrainingJob) {
@@ -813,7 +846,7 @@ impl JobActor {
 
     /// Deletes the job's PodGroup on each of `targets`.
     fn delete_pod_groups(&self, targets: &[Target]) {
-        if self.job.spec.t9k_scheduler().is_none() {
+        if self.valid_job.spec.t9k_scheduler().is_none() {
             return;
         }
         for target in targets {
@@ -1063,6 +1096,9 @@ impl Handler<JobUpdated> for JobActor {
         // Else only metadata or status moved (often our own write).
         if changed {
             let spec = self.spec();
+            if spec.problem.is_none() {
+                self.valid_job = self.job.clone();
+            }
             self.feed(ctx, Event::SpecChanged(spec));
         }
     }

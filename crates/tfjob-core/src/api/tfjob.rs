@@ -409,6 +409,13 @@ pub struct PlacementRecord {
     /// it has this digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica_specs_digest: Option<String>,
+    /// Seconds the job was active in its current span before the span's
+    /// latest failover (a pause ends a span): `activeDeadlineSeconds` counts
+    /// them with the time since `startTime`, so the time a failed-over job
+    /// waits for its new placement does not count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "schema::counter")]
+    pub active_seconds: Option<u64>,
 }
 
 /// The status of the replicas of one type.

@@ -8,7 +8,7 @@ use crate::api::{CleanUpPolicy, ReplicaKey, ReplicaType, RestartPolicy};
 /// (SIGTERM) and 138 (user-defined "restart me").
 pub const RETRYABLE_EXIT_CODES: [i32; 4] = [130, 137, 138, 143];
 
-use crate::api::reason;
+use crate::api::reason::Failure;
 
 /// The restarts `runPolicy.backoffLimit` allows all replicas together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,10 +61,7 @@ pub enum Verdict {
     /// Nothing more to do for this replica.
     Done,
     /// The job fails.
-    FailJob {
-        reason: &'static str,
-        message: String,
-    },
+    FailJob { failure: Failure, message: String },
     /// Only the ReplicaFailure condition is set (evaluators, debug mode).
     ReplicaFailure { message: String },
 }
@@ -77,7 +74,7 @@ pub fn on_cluster_lost(why: &str, budget: Budget) -> Verdict {
         return Verdict::Restart;
     }
     Verdict::FailJob {
-        reason: reason::CLUSTER_LOST,
+        failure: Failure::ClusterLost,
         message: format!(
             "{why}; the backoff limit of {} restarts is reached",
             budget.limit.unwrap_or(0)
@@ -87,6 +84,10 @@ pub fn on_cluster_lost(why: &str, budget: Budget) -> Verdict {
 
 /// Decides what follows a replica's exit. The caller handles the master's
 /// success (the job succeeds) before asking.
+///
+/// In debug mode nothing is restarted: a debug pod that ends stays as it
+/// ended, for its logs to be read, and the training run's budget is not
+/// spent (turning debug off replaces every pod anyway).
 pub fn decide(
     exit: Exit,
     pod: &str,
@@ -94,14 +95,29 @@ pub fn decide(
     budget: Budget,
     debug: bool,
 ) -> Verdict {
+    if debug {
+        return if exit.succeeded {
+            Verdict::Done
+        } else {
+            Verdict::ReplicaFailure {
+                message: format!(
+                    "{}; in debug mode its pod is not restarted (it stays for inspection)",
+                    exit.describe(pod)
+                ),
+            }
+        };
+    }
     let wants_restart = match policy {
         RestartPolicy::Always => true,
         RestartPolicy::OnFailure => !exit.succeeded,
+        // A pod that failed with no exit code of its own (an init
+        // container failed, an eviction) failed for the environment's
+        // reasons, the kind ExitCode retries.
         RestartPolicy::ExitCode => {
             !exit.succeeded
                 && exit
                     .exit_code
-                    .is_some_and(|c| RETRYABLE_EXIT_CODES.contains(&c))
+                    .is_none_or(|c| RETRYABLE_EXIT_CODES.contains(&c))
         }
         RestartPolicy::Never => false,
     };
@@ -112,14 +128,14 @@ pub fn decide(
             Verdict::Done
         };
     }
-    let fatal_for_job = !debug && exit.replica.replica_type != ReplicaType::Evaluator;
-    let (reason, message) = if wants_restart {
+    let fatal_for_job = exit.replica.replica_type != ReplicaType::Evaluator;
+    let (failure, message) = if wants_restart {
         if budget.available() {
             return Verdict::Restart;
         }
         let limit = budget.limit.unwrap_or(0);
         (
-            reason::BACKOFF_LIMIT,
+            Failure::BackoffLimit,
             format!(
                 "{}; the backoff limit of {limit} restarts is reached",
                 exit.describe(pod)
@@ -128,17 +144,18 @@ pub fn decide(
     } else {
         let why = match policy {
             RestartPolicy::ExitCode => {
-                "restartPolicy ExitCode retries only exit codes 130, 137, 138 and 143"
+                "restartPolicy ExitCode retries only exit codes 130, 137, 138 and 143, and \
+                 failures without an exit code"
             }
             _ => "restartPolicy Never does not restart it",
         };
         (
-            reason::REPLICA_FAILED,
+            Failure::ReplicaFailed,
             format!("{}; {why}", exit.describe(pod)),
         )
     };
     if fatal_for_job {
-        Verdict::FailJob { reason, message }
+        Verdict::FailJob { failure, message }
     } else {
         Verdict::ReplicaFailure { message }
     }
@@ -196,8 +213,8 @@ mod tests {
             used: 1,
         };
         match on_cluster_lost(lost, spent) {
-            Verdict::FailJob { reason, message } => {
-                assert_eq!(reason, reason::CLUSTER_LOST);
+            Verdict::FailJob { failure, message } => {
+                assert_eq!(failure, Failure::ClusterLost);
                 assert!(message.contains("member-1"), "{message}");
             }
             other => panic!("expected the job to fail, got {other:?}"),
@@ -301,14 +318,58 @@ mod tests {
             ROOM,
             false,
         ) {
-            Verdict::FailJob { reason, message } => {
-                assert_eq!(reason, reason::REPLICA_FAILED);
+            Verdict::FailJob { failure, message } => {
+                assert_eq!(failure, Failure::ReplicaFailed);
                 assert!(
                     message.contains("worker-0") && message.contains("code 1"),
                     "{message}"
                 );
             }
             other => panic!("expected failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn exit_code_policy_retries_a_failure_without_an_exit_code() {
+        let evicted = Exit {
+            exit_code: None,
+            ..exit(ReplicaType::Worker, false, 0)
+        };
+        assert_eq!(
+            decide(evicted, "p", RestartPolicy::ExitCode, ROOM, false),
+            Verdict::Restart
+        );
+        assert!(matches!(
+            decide(evicted, "p", RestartPolicy::ExitCode, SPENT, false),
+            Verdict::FailJob {
+                failure: Failure::BackoffLimit,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn debug_mode_restarts_nothing_and_spends_nothing() {
+        for policy in [
+            RestartPolicy::Always,
+            RestartPolicy::OnFailure,
+            RestartPolicy::ExitCode,
+            RestartPolicy::Never,
+        ] {
+            for code in [0, 1, 137] {
+                let ended = exit(ReplicaType::Worker, code == 0, code);
+                let verdict = decide(ended, "p", policy, ROOM, true);
+                let expected_done = code == 0;
+                assert_eq!(
+                    matches!(verdict, Verdict::Done),
+                    expected_done,
+                    "{policy:?} exit {code}: {verdict:?}"
+                );
+                assert!(
+                    matches!(verdict, Verdict::Done | Verdict::ReplicaFailure { .. }),
+                    "{policy:?} exit {code}: {verdict:?}"
+                );
+            }
         }
     }
 
@@ -331,8 +392,8 @@ mod tests {
             SPENT,
             false,
         ) {
-            Verdict::FailJob { reason, message } => {
-                assert_eq!(reason, reason::BACKOFF_LIMIT);
+            Verdict::FailJob { failure, message } => {
+                assert_eq!(failure, Failure::BackoffLimit);
                 assert!(message.contains("backoff limit of 2"), "{message}");
             }
             other => panic!("expected failure, got {other:?}"),
