@@ -234,8 +234,10 @@ fn every_answer() -> Vec<(&'static str, Answer)> {
     all
 }
 
-fn state_name(health: &MemberHealth) -> String {
-    let state = match health.state() {
+/// The name of every kind of state: an arm per variant (and per value of
+/// `swept`), so a new variant does not compile until it is named here.
+fn state_kind(state: &State) -> &'static str {
+    match state {
         State::Connecting => "connecting",
         State::Unready { swept: false, .. } => "unready",
         State::Unready { swept: true, .. } => "unready swept",
@@ -243,7 +245,37 @@ fn state_name(health: &MemberHealth) -> String {
         State::Ready { .. } => "ready",
         State::Lost => "lost",
         State::Deregistered => "deregistered",
-    };
+    }
+}
+
+/// Every kind of state, one of each, chained through `state_kind`'s arms.
+fn every_state_kind() -> Vec<&'static str> {
+    let now = Instant::now();
+    let mut all = Vec::new();
+    let mut next = Some(State::Connecting);
+    while let Some(state) = next.take() {
+        next = match state {
+            State::Connecting => Some(State::Unready {
+                since: now,
+                swept: false,
+            }),
+            State::Unready { swept: false, .. } => Some(State::Unready {
+                since: now,
+                swept: true,
+            }),
+            State::Unready { swept: true, .. } => Some(State::Sweeping { last_ready: now }),
+            State::Sweeping { .. } => Some(State::Ready { last_ready: now }),
+            State::Ready { .. } => Some(State::Lost),
+            State::Lost => Some(State::Deregistered),
+            State::Deregistered => None,
+        };
+        all.push(state_kind(&state));
+    }
+    all
+}
+
+fn state_name(health: &MemberHealth) -> String {
+    let state = state_kind(health.state());
     match health.sweeping {
         Some(sweep) => format!("{state} (sweep {sweep})"),
         None => state.to_string(),
@@ -557,6 +589,14 @@ fn every_state_meets_every_event_as_the_table_says() {
         }
     }
     assert_eq!(TABLE.len(), states.len(), "one row per state");
+    for kind in every_state_kind() {
+        assert!(
+            states
+                .iter()
+                .any(|(_, health)| state_kind(health.state()) == kind),
+            "the table has no row in a state of kind {kind}"
+        );
+    }
     assert!(differences.is_empty(), "{}", differences.join("\n"));
 }
 
