@@ -16,6 +16,6 @@ pub mod plugin;
 pub mod telemetry;
 
 pub use tfjob_core::{
-    api, builders, capacity, isolation, lifecycle, member_identity, observed, placement, quantity,
-    record, shown_error, signing, status, sweep, validation,
+    api, builders, capacity, isolation, lifecycle, member_health, member_identity, observed,
+    placement, quantity, record, shown_error, signing, status, sweep, validation,
 };

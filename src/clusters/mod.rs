@@ -3,7 +3,8 @@
 //! every cluster has ([`ClusterHandle`]), the informers of capacity and of
 //! Pod Security levels placement reads, and the health probe with the
 //! MemberCluster status it writes. The decisions made with these (where
-//! replicas go, when a member is lost) are the MemberSupervisor's.
+//! replicas go, when a member is lost) are `placement`'s and
+//! `member_health`'s, carried out by the MemberSupervisor.
 
 mod capacity;
 mod connect;
@@ -14,4 +15,4 @@ pub use crate::api::SECRETS_NAMESPACE;
 pub use capacity::{CapacityWatch, Changed, PodSecurityWatch};
 pub use connect::{ConnectError, member_client, unsafe_entries};
 pub use pods::{ClusterActor, ClusterHandle, PodChanged, PodKey};
-pub use probe::{IDENTITY_NAMESPACE, Probe, ReadyCondition, identity, member_status, probe};
+pub use probe::{IDENTITY_NAMESPACE, Probe, identity, member_status, probe};

@@ -8,8 +8,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::Api;
 
-use crate::api::{ClusterCondition, ClusterIdentity, MemberClusterStatus, READY_CONDITION, reason};
+use crate::api::{ClusterCondition, ClusterIdentity, MemberClusterStatus, READY_CONDITION};
 use crate::capacity::{self, Capacity};
+use crate::member_health::Condition;
 
 /// A probe slower than this counts as failed.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -50,34 +51,11 @@ pub async fn identity(client: &Client) -> Result<String, String> {
     }
 }
 
-/// The Ready condition a member's status gets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadyCondition<'a> {
-    pub ready: bool,
-    pub reason: &'a str,
-    pub message: &'a str,
-}
-
-impl<'a> ReadyCondition<'a> {
-    /// Ready (ProbeSucceeded) or not (ProbeFailed), with `message`.
-    pub fn probed(ready: bool, message: &'a str) -> ReadyCondition<'a> {
-        ReadyCondition {
-            ready,
-            reason: if ready {
-                reason::PROBE_SUCCEEDED
-            } else {
-                reason::PROBE_FAILED
-            },
-            message,
-        }
-    }
-}
-
 /// The MemberCluster status after a probe: the Ready condition keeps its
 /// transition time while its status holds; the recorded identity is kept.
 pub fn member_status(
     previous: &MemberClusterStatus,
-    readiness: &ReadyCondition,
+    readiness: &Condition,
     identity: Option<ClusterIdentity>,
     capacity: Option<&Capacity>,
     now: Time,
@@ -96,7 +74,7 @@ pub fn member_status(
             status: status.into(),
             last_transition_time: Some(transition),
             reason: Some(readiness.reason.into()),
-            message: Some(readiness.message.into()),
+            message: Some(readiness.message.clone()),
         }],
         last_heartbeat_time: if ready {
             Some(now)
@@ -117,6 +95,20 @@ pub fn member_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::reason;
+
+    /// Ready (ProbeSucceeded) or not (ProbeFailed), with `message`.
+    fn probed(ready: bool, message: &str) -> Condition {
+        Condition {
+            ready,
+            reason: if ready {
+                reason::PROBE_SUCCEEDED
+            } else {
+                reason::PROBE_FAILED
+            },
+            message: message.to_string(),
+        }
+    }
 
     fn at(second: i64) -> Time {
         Time(jiff::Timestamp::from_second(second).expect("valid"))
@@ -124,18 +116,12 @@ mod tests {
 
     #[test]
     fn ready_keeps_its_transition_time_and_heartbeat_moves() {
-        let ok = ReadyCondition::probed(true, "ok");
+        let ok = probed(true, "ok");
         let first = member_status(&MemberClusterStatus::default(), &ok, None, None, at(10));
         let second = member_status(&first, &ok, None, None, at(20));
         assert_eq!(second.conditions[0].last_transition_time, Some(at(10)));
         assert_eq!(second.last_heartbeat_time, Some(at(20)));
-        let lost = member_status(
-            &second,
-            &ReadyCondition::probed(false, "no answer"),
-            None,
-            None,
-            at(30),
-        );
+        let lost = member_status(&second, &probed(false, "no answer"), None, None, at(30));
         assert_eq!(lost.conditions[0].status, "False");
         assert_eq!(lost.conditions[0].last_transition_time, Some(at(30)));
         assert_eq!(
@@ -150,7 +136,7 @@ mod tests {
         let recorded = ClusterIdentity {
             kube_system_uid: "uid-a".into(),
         };
-        let ok = ReadyCondition::probed(true, "ok");
+        let ok = probed(true, "ok");
         let first = member_status(
             &MemberClusterStatus::default(),
             &ok,
@@ -158,10 +144,10 @@ mod tests {
             None,
             at(10),
         );
-        let refused = ReadyCondition {
+        let refused = Condition {
             ready: false,
             reason: "ClusterIdentityChanged",
-            message: "refused",
+            message: "refused".to_string(),
         };
         let later = member_status(&first, &refused, None, None, at(20));
         assert_eq!(later.identity, Some(recorded));

@@ -1,10 +1,10 @@
 //! The decisions of tfjob-federator, with no I/O: the API types and CRDs,
 //! validation, the builders of pods, services and PodGroups, the job's
-//! lifecycle state machine, status, placement, the garbage sweep's rule,
-//! capacity, member isolation and object signing. Actors in the product
-//! crate carry the decisions out; nothing here holds a client, a runtime or
-//! an actor (the manifest has no kube client, tokio or actix, and CI checks
-//! `cargo tree`).
+//! lifecycle state machine, a member's health machine, status, placement,
+//! the garbage sweep's rule, capacity, member isolation and object signing.
+//! Actors in the product crate carry the decisions out; nothing here holds a
+//! client, a runtime or an actor (the manifest has no kube client, tokio or
+//! actix, and CI checks `cargo tree`).
 
 pub mod api;
 pub mod builders;
@@ -14,6 +14,7 @@ mod fuzz;
 pub mod isolation;
 pub mod kube_names;
 pub mod lifecycle;
+pub mod member_health;
 pub mod member_identity;
 pub mod observed;
 pub mod placement;
