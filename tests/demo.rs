@@ -16,17 +16,22 @@ const DEMO_LIMIT: Duration = Duration::from_secs(120);
 /// Ample for the small jobs of the other tests.
 const SHORT: Duration = Duration::from_secs(60);
 
-/// A running `demo`, stopped when dropped.
+/// A running `demo`, stopped when dropped; its output files are removed
+/// then, unless the test failed.
 struct Demo {
     process: Process,
+    stdout: PathBuf,
+    stderr: PathBuf,
 }
 
 impl Demo {
     fn start(name: &str, args: &[&str]) -> Demo {
-        let output = std::env::temp_dir().join(format!(
-            "tfjob-demo-test-{}-{name}",
-            std::process::id()
-        ));
+        let output =
+            std::env::temp_dir().join(format!("tfjob-demo-test-{}-{name}", std::process::id()));
+        let (stdout, stderr) = (
+            output.with_extension("stdout"),
+            output.with_extension("stderr"),
+        );
         let process = Process::spawn_split(
             "the demo",
             Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
@@ -34,10 +39,14 @@ impl Demo {
                 .args(args)
                 .env_remove("RUST_LOG"),
             Stdio::null(),
-            &output.with_extension("stdout"),
-            &output.with_extension("stderr"),
+            &stdout,
+            &stderr,
         );
-        Demo { process }
+        Demo {
+            process,
+            stdout,
+            stderr,
+        }
     }
 
     /// The complete lines printed on stdout so far.
@@ -66,7 +75,10 @@ impl Demo {
                 return Ok(line);
             }
             if let Some(status) = exited {
-                panic!("{what}, but the demo exited ({status}); {}", self.process.output());
+                panic!(
+                    "{what}, but the demo exited ({status}); {}",
+                    self.process.output()
+                );
             }
             Err(self.process.output())
         })
@@ -91,6 +103,21 @@ impl Demo {
             })
             .await;
         PathBuf::from(line.trim_start_matches("Kubeconfigs in "))
+    }
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "the demo's output is kept in {} and {}",
+                self.stdout.display(),
+                self.stderr.display()
+            );
+        } else {
+            let _ = std::fs::remove_file(&self.stdout);
+            let _ = std::fs::remove_file(&self.stderr);
+        }
     }
 }
 
@@ -240,9 +267,7 @@ async fn the_default_demo_brings_every_example_to_its_expected_phase_in_time() {
 async fn a_job_that_fails_makes_the_demo_fail_and_say_which_and_why() {
     let file = write_job("broken", &job_yaml("broken-train", 2, "1", 1));
     let path = file.to_string_lossy().into_owned();
-    let (status, stdout, stderr) = Demo::start("broken", &["-f", &path])
-        .finish(SHORT)
-        .await;
+    let (status, stdout, stderr) = Demo::start("broken", &["-f", &path]).finish(SHORT).await;
     let _ = std::fs::remove_file(&file);
     assert_eq!(
         status.code(),

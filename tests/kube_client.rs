@@ -24,8 +24,8 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodCondition};
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
-    WatchParams,
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+    WatchEvent, WatchParams,
 };
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{self, finalizer};
@@ -1849,7 +1849,10 @@ async fn events_are_one_resource_through_both_apis(cluster: TestCluster) {
         .list(&ListParams::default().fields(&involving))
         .await
         .unwrap();
-    let from = start.metadata.resource_version.expect("a list has a version");
+    let from = start
+        .metadata
+        .resource_version
+        .expect("a list has a version");
     let mut core_watch = core
         .watch(&WatchParams::default().fields(&involving), &from)
         .await
@@ -1941,7 +1944,11 @@ async fn events_are_one_resource_through_both_apis(cluster: TestCluster) {
         names
     };
     assert_eq!(
-        names(core.list(&ListParams::default().fields(&involving)).await.unwrap()),
+        names(
+            core.list(&ListParams::default().fields(&involving))
+                .await
+                .unwrap()
+        ),
         ["regarded.pulled", "regarded.recorded"],
         "kubectl describe's query of core Events finds both"
     );
@@ -1960,19 +1967,27 @@ async fn events_are_one_resource_through_both_apis(cluster: TestCluster) {
         next_watch_events(&mut core_watch, 3).await,
         [
             ("ADDED", "regarded.recorded".to_string(), recorded_as_core),
-            ("MODIFIED", "regarded.recorded".to_string(), repeated_as_core),
-            ("ADDED", "regarded.pulled".to_string(), json!({
-                "apiVersion": "v1", "kind": "Event",
-                "eventTime": null,
-                "involvedObject": reference,
-                "reason": "Pulled", "message": "Pulled the image", "type": "Warning",
-                "source": {"component": "kubelet", "host": "node-0"},
-                "firstTimestamp": "2026-01-02T03:04:05Z",
-                "lastTimestamp": "2026-01-02T03:06:05Z",
-                "count": 3,
-                "reportingComponent": "",
-                "reportingInstance": "",
-            })),
+            (
+                "MODIFIED",
+                "regarded.recorded".to_string(),
+                repeated_as_core
+            ),
+            (
+                "ADDED",
+                "regarded.pulled".to_string(),
+                json!({
+                    "apiVersion": "v1", "kind": "Event",
+                    "eventTime": null,
+                    "involvedObject": reference,
+                    "reason": "Pulled", "message": "Pulled the image", "type": "Warning",
+                    "source": {"component": "kubelet", "host": "node-0"},
+                    "firstTimestamp": "2026-01-02T03:04:05Z",
+                    "lastTimestamp": "2026-01-02T03:06:05Z",
+                    "count": 3,
+                    "reportingComponent": "",
+                    "reportingInstance": "",
+                })
+            ),
         ],
         "a watch of core Events sees the writes of both APIs"
     );

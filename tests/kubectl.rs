@@ -1781,11 +1781,21 @@ fn recorded_events_show_in_get_events_and_describe(k: &Kubectl) {
     );
     let row = listed
         .iter()
-        .find(|row| row.get(3).is_some_and(|object| object == "configmap/regarded"))
+        .find(|row| {
+            row.get(3)
+                .is_some_and(|object| object == "configmap/regarded")
+        })
         .unwrap_or_else(|| panic!("no row for the Event: {listed:?}"));
     assert_eq!(
         row[1..],
-        ["Normal", "Created", "configmap/regarded", "Created", "pod", "job-worker-0"],
+        [
+            "Normal",
+            "Created",
+            "configmap/regarded",
+            "Created",
+            "pod",
+            "job-worker-0"
+        ],
         "{listed:?}"
     );
     assert!(row[0].ends_with('s'), "seen seconds ago: {listed:?}");

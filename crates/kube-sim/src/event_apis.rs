@@ -50,7 +50,10 @@ const FIELDS: &[Field] = &[
         ("reportingComponent", Text),
         ("reportingController", OmitEmpty),
     ),
-    field(("reportingInstance", Text), ("reportingInstance", OmitEmpty)),
+    field(
+        ("reportingInstance", Text),
+        ("reportingInstance", OmitEmpty),
+    ),
     field(("action", OmitEmpty), ("action", OmitEmpty)),
     field(("reason", OmitEmpty), ("reason", OmitEmpty)),
     field(("involvedObject", Struct), ("regarding", Struct)),
@@ -211,7 +214,10 @@ mod tests {
     #[test]
     fn events_v1_field_labels_name_core_fields() {
         assert_eq!(core_field_label("regarding.name"), "involvedObject.name");
-        assert_eq!(core_field_label("reportingController"), "reportingComponent");
+        assert_eq!(
+            core_field_label("reportingController"),
+            "reportingComponent"
+        );
         assert_eq!(core_field_label("reason"), "reason");
         assert_eq!(core_field_label("metadata.name"), "metadata.name");
     }

@@ -85,7 +85,7 @@ impl ResourceType {
     }
 
     /// An object written through this type, as the store keeps it.
-    pub fn to_storage(&self, obj: Value) -> Value {
+    pub fn stored_form(&self, obj: Value) -> Value {
         match self.storage {
             Storage::AsWritten => obj,
             Storage::CoreEvents(api) => event_apis::convert(&obj, api, EventApi::Core),
@@ -98,7 +98,7 @@ impl ResourceType {
     }
 
     /// A stored object as this type serves it.
-    pub fn from_storage(&self, obj: Value) -> Value {
+    pub fn served_form(&self, obj: Value) -> Value {
         if self.serves_converted() {
             event_apis::convert(&obj, EventApi::Core, EventApi::Events)
         } else {

@@ -130,7 +130,7 @@ pub fn render(
     // Upstream prints what it stores: an events.k8s.io Event as a core one.
     let stored: Vec<Value>;
     let objects = if ty.serves_converted() {
-        stored = objects.iter().map(|o| ty.to_storage(o.clone())).collect();
+        stored = objects.iter().map(|o| ty.stored_form(o.clone())).collect();
         &stored
     } else {
         objects
@@ -209,7 +209,9 @@ fn cell(obj: &Value, column: &ColumnSpec) -> Value {
         Cell::EventFirstSeen => json!(age(&event_first_seen(obj))),
         Cell::EventLastSeen => json!(match obj.get("series") {
             Some(_) => age(&text(obj, "/series/lastObservedTime")),
-            None => age(&non_empty(text(obj, "/lastTimestamp")).unwrap_or_else(|| event_first_seen(obj))),
+            None =>
+                age(&non_empty(text(obj, "/lastTimestamp"))
+                    .unwrap_or_else(|| event_first_seen(obj))),
         }),
         Cell::EventCount => {
             let count = match obj.get("series") {

@@ -188,7 +188,7 @@ impl Stream {
                 let Some(prev) = &event.prev else {
                     return Ok(());
                 };
-                let mut old = self.rr.ty.from_storage(prev.value());
+                let mut old = self.rr.ty.served_form(prev.value());
                 old["metadata"]["resourceVersion"] = json!(event.rv.to_string());
                 let bytes = Bytes::from(old.to_string());
                 self.send_raw("DELETED", &self.convert(bytes, &old)).await

@@ -507,7 +507,7 @@ pub fn served(ty: &ResourceType, stored: Arc<Stored>) -> Arc<Stored> {
     if !ty.serves_converted() {
         return stored;
     }
-    let value = ty.from_storage(stored.value());
+    let value = ty.served_form(stored.value());
     Arc::new(Stored {
         json: Bytes::from(serde_json::to_vec(&value).unwrap_or_default()),
         rv: stored.rv,
@@ -731,7 +731,7 @@ impl Inner {
                 _ => Err(ApiError::not_found(&target(ty, name))),
             };
         };
-        let old = ty.from_storage(cur.value());
+        let old = ty.served_form(cur.value());
         let version = old
             .get("apiVersion")
             .and_then(Value::as_str)
@@ -791,7 +791,7 @@ impl Inner {
             }
         };
         // In the shape storage gives it, so that a no-op write is seen as one.
-        let new = ty.from_storage(ty.to_storage(new));
+        let new = ty.served_form(ty.stored_form(new));
         let mut new = rules::merge_update(&old, new, status_sub && scope == Scope::Main, to_status);
         rules::default_update(ty, &mut new);
         rules::normalize_metadata(&mut new);
@@ -890,7 +890,7 @@ impl Inner {
                 ),
             ));
         }
-        let mut obj = ty.from_storage(cur.value());
+        let mut obj = ty.served_form(cur.value());
         let mut finalizers = rules::finalizers(&obj);
         let grace = if is_pod(ty) {
             pod_grace_seconds(&obj, opts.grace_period_seconds)
@@ -944,7 +944,7 @@ impl Inner {
 
     /// `obj`, written through `ty`, as the store keeps it at `rv`.
     fn to_stored(&self, ty: &ResourceType, obj: Value, rv: u64) -> Stored {
-        let mut obj = ty.to_storage(obj);
+        let mut obj = ty.stored_form(obj);
         metadata_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
         let storage_type = self.types.get(&ty.storage_id());
         let fields = storage_type
@@ -1037,7 +1037,7 @@ impl Inner {
             return Arc::new(self.to_stored(ty, last.unwrap_or(Value::Null), self.rv));
         };
         self.rv += 1;
-        let last = last.unwrap_or_else(|| ty.from_storage(prev.value()));
+        let last = last.unwrap_or_else(|| ty.served_form(prev.value()));
         let stored = Arc::new(self.to_stored(ty, last, self.rv));
         self.by_uid.remove(&prev.uid);
         self.forget_dependent(&id, key, &prev);
