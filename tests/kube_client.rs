@@ -1962,6 +1962,20 @@ async fn events_are_one_resource_through_both_apis(cluster: TestCluster) {
         ["regarded.recorded"],
         "events.k8s.io/v1 field selectors name its own fields"
     );
+    for (source, name) in [
+        ("kubelet", "regarded.pulled"),
+        ("tfjob-federator", "regarded.recorded"),
+    ] {
+        assert_eq!(
+            names(
+                core.list(&ListParams::default().fields(&format!("source={source}")))
+                    .await
+                    .unwrap()
+            ),
+            [name],
+            "`source` selects the source component, else the reporting one"
+        );
+    }
 
     assert_eq!(
         next_watch_events(&mut core_watch, 3).await,

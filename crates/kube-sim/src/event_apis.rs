@@ -134,6 +134,21 @@ pub fn core_field_label(label: &str) -> String {
     }
 }
 
+/// What a core `v1` Event's `source` field label selects: the source
+/// component, else the reporting component (upstream's
+/// `EventToSelectableFields`).
+pub fn source(core_event: &Value) -> Option<String> {
+    [
+        core_event.pointer("/source/component"),
+        core_event.get("reportingComponent"),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(Value::as_str)
+    .find(|s| !s.is_empty())
+    .map(str::to_string)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

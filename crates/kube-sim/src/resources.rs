@@ -47,6 +47,7 @@ pub struct ResourceType {
     pub builtin: bool,
     /// Field labels accepted by field selectors besides `metadata.name` / `metadata.namespace`.
     pub field_labels: Vec<String>,
+    /// How the store keeps its objects.
     pub storage: Storage,
 }
 

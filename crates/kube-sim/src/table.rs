@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::resources::{Column, ResourceType};
+use super::resources::{Column, ResourceType, Storage};
 
 /// How a column's cells are computed.
 enum Cell {
@@ -85,7 +85,7 @@ fn layout(ty: &ResourceType, version: &str) -> Vec<ColumnSpec> {
             ];
         }
         // Upstream prints both Event APIs from the core Event ([`render`]).
-        (_, "events") if ty.builtin => {
+        _ if matches!(ty.storage, Storage::CoreEvents(_)) => {
             return vec![
                 spec("Last Seen", EventLastSeen, 0),
                 spec("Type", path(".type"), 0),

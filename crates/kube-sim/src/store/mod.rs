@@ -21,7 +21,8 @@ use tokio::sync::broadcast;
 
 use super::apply::{self, ApplyOptions};
 use super::error::{ApiError, ApiResult, Target};
-use super::resources::{self, ResourceType, type_id};
+use super::event_apis;
+use super::resources::{self, ResourceType, Storage, type_id};
 use super::rules::{self, meta_str, metadata_mut};
 
 mod gc;
@@ -947,15 +948,18 @@ impl Inner {
         let mut obj = ty.stored_form(obj);
         metadata_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
         let storage_type = self.types.get(&ty.storage_id());
+        let storage_type = storage_type.map_or(ty, |t| t.as_ref());
         let fields = storage_type
-            .map_or(ty, |t| t.as_ref())
             .field_labels
             .iter()
             .filter_map(|label| {
-                let pointer = format!("/{}", label.replace('.', "/"));
-                obj.pointer(&pointer)
-                    .and_then(field_text)
-                    .map(|v| (label.clone(), v))
+                let value = match (storage_type.storage, label.as_str()) {
+                    (Storage::CoreEvents(_), "source") => event_apis::source(&obj),
+                    _ => obj
+                        .pointer(&format!("/{}", label.replace('.', "/")))
+                        .and_then(field_text),
+                };
+                value.map(|v| (label.clone(), v))
             })
             .collect();
         let labels = rules::string_map(obj.pointer("/metadata/labels"));
