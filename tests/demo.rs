@@ -1,143 +1,123 @@
 //! `tfjob-federator demo` as a user runs it: the binary itself, with stdout
-//! a pipe, so the output is one line per change, then the summary.
+//! not a terminal, so the output is one line per change, then the summary.
 
-use std::io::{BufRead, BufReader, Read};
+#[macro_use]
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+use common::process::Process;
+use common::wait::eventually;
 
 /// The whole default demo must end within this (the acceptance limit).
 const DEMO_LIMIT: Duration = Duration::from_secs(120);
 /// Ample for the small jobs of the other tests.
 const SHORT: Duration = Duration::from_secs(60);
 
-/// A running `demo`; killed on drop, so a failed test leaves nothing behind.
+/// A running `demo`, stopped when dropped; its output files are removed
+/// then, unless the test failed.
 struct Demo {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    /// Every stdout line read so far.
-    seen: Vec<String>,
-    stderr: Option<std::thread::JoinHandle<String>>,
+    process: Process,
+    stdout: PathBuf,
+    stderr: PathBuf,
 }
 
 impl Demo {
-    fn start(args: &[&str]) -> Demo {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
-            .arg("demo")
-            .args(args)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the demo starts");
-        let stdout = child.stdout.take().expect("stdout piped");
-        let (send, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if send.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut stderr = child.stderr.take().expect("stderr piped");
-        let stderr = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = stderr.read_to_string(&mut text);
-            text
-        });
+    fn start(name: &str, args: &[&str]) -> Demo {
+        let output =
+            std::env::temp_dir().join(format!("tfjob-demo-test-{}-{name}", std::process::id()));
+        let (stdout, stderr) = (
+            output.with_extension("stdout"),
+            output.with_extension("stderr"),
+        );
+        let process = Process::spawn_split(
+            "the demo",
+            Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
+                .arg("demo")
+                .args(args)
+                .env_remove("RUST_LOG"),
+            Stdio::null(),
+            &stdout,
+            &stderr,
+        );
         Demo {
-            child,
-            lines,
-            seen: Vec::new(),
-            stderr: Some(stderr),
+            process,
+            stdout,
+            stderr,
         }
     }
 
-    fn output(&self) -> String {
-        self.seen.join("\n")
+    /// The complete lines printed on stdout so far.
+    fn lines(&self) -> Vec<String> {
+        self.process
+            .stdout()
+            .split_inclusive('\n')
+            .filter_map(|line| line.strip_suffix('\n'))
+            .map(str::to_string)
+            .collect()
     }
 
-    /// Reads stdout until a line satisfies `check`; fails after `limit`.
-    fn wait_for_line(
+    /// Waits until stdout has a line that satisfies `check`; fails when the
+    /// demo exits first, or after `limit`.
+    async fn wait_for_line(
         &mut self,
         what: &str,
         limit: Duration,
         check: impl Fn(&str) -> bool,
     ) -> String {
-        let deadline = Instant::now() + limit;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.seen.push(line.clone());
-                    if check(&line) {
-                        return line;
-                    }
-                }
-                Err(_) => panic!(
-                    "no line with {what} within {limit:?}; output so far:\n{}",
-                    self.output()
-                ),
+        let what = format!("a line with {what}");
+        eventually(&what, limit, async || {
+            // Exited first: then the lines read next are all it printed.
+            let exited = self.process.exited();
+            if let Some(line) = self.lines().into_iter().find(|l| check(l)) {
+                return Ok(line);
             }
-        }
-    }
-
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args(["-s", name, &self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "kill -s {name} failed");
-    }
-
-    /// Waits for the process to exit (at most `limit`) and reads the rest of
-    /// its output; returns the exit status, stdout and stderr.
-    fn finish(mut self, limit: Duration) -> (ExitStatus, String, String) {
-        let deadline = Instant::now() + limit;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("wait for the demo") {
-                break status;
-            }
-            while let Ok(line) = self.lines.try_recv() {
-                self.seen.push(line);
-            }
-            if Instant::now() >= deadline {
-                let _ = self.child.kill();
+            if let Some(status) = exited {
                 panic!(
-                    "the demo did not exit within {limit:?}; output so far:\n{}",
-                    self.output()
+                    "{what}, but the demo exited ({status}); {}",
+                    self.process.output()
                 );
             }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        // The reader thread ends at EOF, which closes the channel.
-        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
-            self.seen.push(line);
-        }
-        let stdout = self.output();
-        let stderr = self
-            .stderr
-            .take()
-            .and_then(|reader| reader.join().ok())
-            .unwrap_or_default();
-        (status, stdout, stderr)
+            Err(self.process.output())
+        })
+        .await
+    }
+
+    /// Waits for the demo to exit (at most `limit`); returns the exit
+    /// status, stdout and stderr.
+    async fn finish(mut self, limit: Duration) -> (ExitStatus, String, String) {
+        let status = eventually("the demo to exit", limit, async || {
+            self.process.exited().ok_or_else(|| self.process.output())
+        })
+        .await;
+        (status, self.process.stdout(), self.process.stderr())
     }
 
     /// The directory `Kubeconfigs in DIR` names.
-    fn kubeconfig_dir(&mut self) -> PathBuf {
-        let line = self.wait_for_line("the kubeconfig directory", SHORT, |l| {
-            l.starts_with("Kubeconfigs in ")
-        });
+    async fn kubeconfig_dir(&mut self) -> PathBuf {
+        let line = self
+            .wait_for_line("the kubeconfig directory", SHORT, |l| {
+                l.starts_with("Kubeconfigs in ")
+            })
+            .await;
         PathBuf::from(line.trim_start_matches("Kubeconfigs in "))
     }
 }
 
 impl Drop for Demo {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!(
+                "the demo's output is kept in {} and {}",
+                self.stdout.display(),
+                self.stderr.display()
+            );
+        } else {
+            let _ = std::fs::remove_file(&self.stdout);
+            let _ = std::fs::remove_file(&self.stderr);
+        }
     }
 }
 
@@ -206,11 +186,11 @@ spec:
     )
 }
 
-#[test]
-fn the_default_demo_brings_every_example_to_its_expected_phase_in_time() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_demo_brings_every_example_to_its_expected_phase_in_time() {
     let started = Instant::now();
-    let demo = Demo::start(&[]);
-    let (status, stdout, stderr) = demo.finish(DEMO_LIMIT);
+    let demo = Demo::start("default", &[]);
+    let (status, stdout, stderr) = demo.finish(DEMO_LIMIT).await;
     let took = started.elapsed();
     assert!(
         status.success(),
@@ -283,11 +263,11 @@ fn the_default_demo_brings_every_example_to_its_expected_phase_in_time() {
     );
 }
 
-#[test]
-fn a_job_that_fails_makes_the_demo_fail_and_say_which_and_why() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_fails_makes_the_demo_fail_and_say_which_and_why() {
     let file = write_job("broken", &job_yaml("broken-train", 2, "1", 1));
     let path = file.to_string_lossy().into_owned();
-    let (status, stdout, stderr) = Demo::start(&["-f", &path]).finish(SHORT);
+    let (status, stdout, stderr) = Demo::start("broken", &["-f", &path]).finish(SHORT).await;
     let _ = std::fs::remove_file(&file);
     assert_eq!(
         status.code(),
@@ -309,16 +289,18 @@ fn a_job_that_fails_makes_the_demo_fail_and_say_which_and_why() {
     );
 }
 
-#[test]
-fn keep_stays_up_with_working_kubeconfigs_until_sigint() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_stays_up_with_working_kubeconfigs_until_sigint() {
     let file = write_job("keep", &job_yaml("kept", 1, "0", 1));
     let path = file.to_string_lossy().into_owned();
-    let mut demo = Demo::start(&["--keep", "-f", &path]);
-    let dir = demo.kubeconfig_dir();
-    let command = demo.wait_for_line("the kubectl command for the jobs", SHORT, |l| {
-        l.trim_start().starts_with("kubectl --kubeconfig ")
-            && l.ends_with(" get tensorflowtrainingjobs -A")
-    });
+    let mut demo = Demo::start("keep", &["--keep", "-f", &path]);
+    let dir = demo.kubeconfig_dir().await;
+    let command = demo
+        .wait_for_line("the kubectl command for the jobs", SHORT, |l| {
+            l.trim_start().starts_with("kubectl --kubeconfig ")
+                && l.ends_with(" get tensorflowtrainingjobs -A")
+        })
+        .await;
     let kubeconfig = command
         .trim()
         .trim_start_matches("kubectl --kubeconfig ")
@@ -327,13 +309,14 @@ fn keep_stays_up_with_working_kubeconfigs_until_sigint() {
     assert_eq!(PathBuf::from(&kubeconfig), dir.join("home.kubeconfig"));
     demo.wait_for_line("the member's pods command", SHORT, |l| {
         l.contains("member-2.kubeconfig get pods -A")
-    });
+    })
+    .await;
+    let printed = demo.lines().join("\n");
     assert!(
-        demo.output().contains("The job reached the expected phase"),
-        "the summary comes first:\n{}",
-        demo.output()
+        printed.contains("The job reached the expected phase"),
+        "the summary comes first:\n{printed}"
     );
-    let kubectl = Command::new("kubectl")
+    let kubectl = Command::new(common::kubectl::kubectl_binary())
         .args([
             "--kubeconfig",
             &kubeconfig,
@@ -349,8 +332,8 @@ fn keep_stays_up_with_working_kubeconfigs_until_sigint() {
         "kubectl reads the job through the printed kubeconfig:\n{listed}{}",
         String::from_utf8_lossy(&kubectl.stderr)
     );
-    demo.signal("INT");
-    let (status, stdout, stderr) = demo.finish(Duration::from_secs(20));
+    demo.process.signal("INT");
+    let (status, stdout, stderr) = demo.finish(Duration::from_secs(20)).await;
     let _ = std::fs::remove_file(&file);
     assert_eq!(
         status.code(),
@@ -366,16 +349,17 @@ fn keep_stays_up_with_working_kubeconfigs_until_sigint() {
 
 /// Starts a demo whose job runs for minutes, sends `signal` once the job
 /// runs, and checks the exit code and the clean-up.
-fn interrupted_while_running(name: &str, signal: &str, code: i32) {
+async fn interrupted_while_running(name: &str, signal: &str, code: i32) {
     let file = write_job(name, &job_yaml(name, 1, "0", 600));
     let path = file.to_string_lossy().into_owned();
-    let mut demo = Demo::start(&["-f", &path]);
-    let dir = demo.kubeconfig_dir();
+    let mut demo = Demo::start(name, &["-f", &path]);
+    let dir = demo.kubeconfig_dir().await;
     demo.wait_for_line("the job running", SHORT, |l| {
         l.ends_with(&format!("{name}: phase Running"))
-    });
-    demo.signal(signal);
-    let (status, stdout, stderr) = demo.finish(Duration::from_secs(20));
+    })
+    .await;
+    demo.process.signal(signal);
+    let (status, stdout, stderr) = demo.finish(Duration::from_secs(20)).await;
     let _ = std::fs::remove_file(&file);
     assert_eq!(
         status.code(),
@@ -393,12 +377,12 @@ fn interrupted_while_running(name: &str, signal: &str, code: i32) {
     assert!(!dir.exists(), "the clean-up ran: {}", dir.display());
 }
 
-#[test]
-fn sigint_while_jobs_run_shuts_down_with_130() {
-    interrupted_while_running("endless-int", "INT", 130);
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_while_jobs_run_shuts_down_with_130() {
+    interrupted_while_running("endless-int", "INT", 130).await;
 }
 
-#[test]
-fn sigterm_while_jobs_run_shuts_down_with_143() {
-    interrupted_while_running("endless-term", "TERM", 143);
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_while_jobs_run_shuts_down_with_143() {
+    interrupted_while_running("endless-term", "TERM", 143).await;
 }

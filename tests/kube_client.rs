@@ -24,8 +24,8 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodCondition};
 use kube::api::{
-    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
-    WatchParams,
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+    WatchEvent, WatchParams,
 };
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{self, finalizer};
@@ -68,6 +68,7 @@ on_both_grounds!(async TestCluster::on;
     unschedulable_pods_stay_pending_with_the_scheduler_message,
     pods_are_admitted_with_their_service_account_and_default_tolerations,
     request_bodies_over_three_mebibytes_are_refused,
+    events_are_one_resource_through_both_apis,
 );
 
 // Their faults (partition, latency, errors, dropped watches) would hurt
@@ -1780,4 +1781,243 @@ async fn pods_are_admitted_with_their_service_account_and_default_tolerations(
     );
     assert!(pods.get_opt("orphan").await.unwrap().is_none());
     cluster.stop().await;
+}
+
+/// An API for Events of type `K` (`core/v1` or `events.k8s.io/v1`) in the
+/// test's namespace, as JSON: the tests compare what the server sends.
+fn events_api<K: Resource<DynamicType = ()>>(cluster: &TestCluster) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        cluster.client.clone(),
+        &cluster.namespace,
+        &ApiResource::erase::<K>(&()),
+    )
+}
+
+/// An Event without its metadata: the fields the two APIs map.
+fn event_fields(event: &DynamicObject) -> Value {
+    let mut fields = serde_json::to_value(event).expect("an Event serializes");
+    if let Some(map) = fields.as_object_mut() {
+        map.remove("metadata");
+    }
+    fields
+}
+
+/// The next `count` watch events as (type, name, fields).
+async fn next_watch_events(
+    stream: &mut (impl futures::Stream<Item = kube::Result<WatchEvent<DynamicObject>>> + Unpin),
+    count: usize,
+) -> Vec<(&'static str, String, Value)> {
+    let mut seen = Vec::new();
+    while seen.len() < count {
+        let event = tokio::time::timeout(STEP, stream.next())
+            .await
+            .unwrap_or_else(|_| panic!("no watch event within {STEP:?} after {seen:?}"))
+            .expect("the watch stays open")
+            .expect("a watch event");
+        match event {
+            WatchEvent::Added(o) => seen.push(("ADDED", o.name_any(), event_fields(&o))),
+            WatchEvent::Modified(o) => seen.push(("MODIFIED", o.name_any(), event_fields(&o))),
+            WatchEvent::Deleted(o) => seen.push(("DELETED", o.name_any(), event_fields(&o))),
+            WatchEvent::Bookmark(_) => {}
+            WatchEvent::Error(e) => panic!("watch error {e:?} after {seen:?}"),
+        }
+    }
+    seen
+}
+
+/// Events are one resource served by two APIs: an Event written through
+/// `events.k8s.io/v1` (as kube-rs's Recorder writes the controller's) is
+/// read, listed and watched as a core `v1` Event, and one written through
+/// core `v1` (as kubelets write theirs) through `events.k8s.io/v1`, their
+/// fields mapped as kube-apiserver maps them (`pkg/apis/events/v1`).
+async fn events_are_one_resource_through_both_apis(cluster: TestCluster) {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event as EventsEvent;
+    let ns = cluster.namespace.clone();
+    let core = events_api::<CoreEvent>(&cluster);
+    let events = events_api::<EventsEvent>(&cluster);
+    let pp = PostParams::default();
+    let regarded = cluster
+        .api::<ConfigMap>()
+        .create(&pp, &config_map("regarded", &[], &[]))
+        .await
+        .unwrap();
+    let uid = regarded.uid().expect("a created object has a uid");
+    let reference = json!({"apiVersion": "v1", "kind": "ConfigMap", "namespace": ns, "name": "regarded", "uid": uid});
+    let involving = format!("involvedObject.uid={uid}");
+    let start = core
+        .list(&ListParams::default().fields(&involving))
+        .await
+        .unwrap();
+    let from = start
+        .metadata
+        .resource_version
+        .expect("a list has a version");
+    let mut core_watch = core
+        .watch(&WatchParams::default().fields(&involving), &from)
+        .await
+        .unwrap()
+        .boxed();
+    let mut events_watch = events
+        .watch(&WatchParams::default(), &from)
+        .await
+        .unwrap()
+        .boxed();
+
+    let recorded: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "regarded.recorded"},
+        "eventTime": "2026-01-02T03:04:05.123456Z",
+        "reportingController": "tfjob-federator",
+        "reportingInstance": "tfjob-federator-0",
+        "action": "Create", "reason": "Created", "type": "Normal",
+        "regarding": reference,
+        "related": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": "job-worker-0"},
+        "note": "Created pod job-worker-0",
+    }))
+    .unwrap();
+    events.create(&pp, &recorded).await.unwrap();
+    let recorded_as_core = json!({
+        "apiVersion": "v1", "kind": "Event",
+        "eventTime": "2026-01-02T03:04:05.123456Z",
+        "reportingComponent": "tfjob-federator",
+        "reportingInstance": "tfjob-federator-0",
+        "action": "Create", "reason": "Created", "type": "Normal",
+        "involvedObject": reference,
+        "related": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": "job-worker-0"},
+        "message": "Created pod job-worker-0",
+        "source": {},
+        "firstTimestamp": null,
+        "lastTimestamp": null,
+    });
+    assert_eq!(
+        event_fields(&core.get("regarded.recorded").await.unwrap()),
+        recorded_as_core,
+        "the recorded Event read as a core Event"
+    );
+
+    // A repetition, as the Recorder reports one: a merge patch of its series.
+    let series = json!({"count": 2, "lastObservedTime": "2026-01-02T03:05:05.654321Z"});
+    events
+        .patch(
+            "regarded.recorded",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"series": series})),
+        )
+        .await
+        .unwrap();
+    let mut repeated_as_core = recorded_as_core.clone();
+    repeated_as_core["series"] = series.clone();
+
+    let pulled = json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": "regarded.pulled"},
+        "involvedObject": reference,
+        "reason": "Pulled", "message": "Pulled the image", "type": "Warning",
+        "source": {"component": "kubelet", "host": "node-0"},
+        "firstTimestamp": "2026-01-02T03:04:05Z",
+        "lastTimestamp": "2026-01-02T03:06:05Z",
+        "count": 3,
+    });
+    core.create(&pp, &serde_json::from_value(pulled).unwrap())
+        .await
+        .unwrap();
+    let pulled_as_events = json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "eventTime": null,
+        "reason": "Pulled", "note": "Pulled the image", "type": "Warning",
+        "regarding": reference,
+        "deprecatedSource": {"component": "kubelet", "host": "node-0"},
+        "deprecatedFirstTimestamp": "2026-01-02T03:04:05Z",
+        "deprecatedLastTimestamp": "2026-01-02T03:06:05Z",
+        "deprecatedCount": 3,
+    });
+    assert_eq!(
+        event_fields(&events.get("regarded.pulled").await.unwrap()),
+        pulled_as_events,
+        "the core Event read through events.k8s.io/v1"
+    );
+
+    let names = |list: kube::core::ObjectList<DynamicObject>| -> Vec<String> {
+        let mut names: Vec<String> = list.items.iter().map(|e| e.name_any()).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        names(
+            core.list(&ListParams::default().fields(&involving))
+                .await
+                .unwrap()
+        ),
+        ["regarded.pulled", "regarded.recorded"],
+        "kubectl describe's query of core Events finds both"
+    );
+    assert_eq!(
+        names(
+            events
+                .list(&ListParams::default().fields("regarding.name=regarded,reason=Created"))
+                .await
+                .unwrap()
+        ),
+        ["regarded.recorded"],
+        "events.k8s.io/v1 field selectors name its own fields"
+    );
+    for (source, name) in [
+        ("kubelet", "regarded.pulled"),
+        ("tfjob-federator", "regarded.recorded"),
+    ] {
+        assert_eq!(
+            names(
+                core.list(&ListParams::default().fields(&format!("source={source}")))
+                    .await
+                    .unwrap()
+            ),
+            [name],
+            "`source` selects the source component, else the reporting one"
+        );
+    }
+
+    assert_eq!(
+        next_watch_events(&mut core_watch, 3).await,
+        [
+            ("ADDED", "regarded.recorded".to_string(), recorded_as_core),
+            (
+                "MODIFIED",
+                "regarded.recorded".to_string(),
+                repeated_as_core
+            ),
+            (
+                "ADDED",
+                "regarded.pulled".to_string(),
+                json!({
+                    "apiVersion": "v1", "kind": "Event",
+                    "eventTime": null,
+                    "involvedObject": reference,
+                    "reason": "Pulled", "message": "Pulled the image", "type": "Warning",
+                    "source": {"component": "kubelet", "host": "node-0"},
+                    "firstTimestamp": "2026-01-02T03:04:05Z",
+                    "lastTimestamp": "2026-01-02T03:06:05Z",
+                    "count": 3,
+                    "reportingComponent": "",
+                    "reportingInstance": "",
+                })
+            ),
+        ],
+        "a watch of core Events sees the writes of both APIs"
+    );
+    let watched = next_watch_events(&mut events_watch, 3).await;
+    assert_eq!(
+        watched[2],
+        ("ADDED", "regarded.pulled".to_string(), pulled_as_events),
+        "a watch of events.k8s.io/v1 Events sees the core write: {watched:?}"
+    );
+
+    core.delete("regarded.recorded", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        api_error(events.get("regarded.recorded").await).code,
+        404,
+        "deleted through one API, gone from the other"
+    );
 }

@@ -34,6 +34,7 @@ on_both_grounds!(sync Kubectl::on;
     scale_writes_replicas_through_the_scale_subresource,
     protobuf_bodies_the_simulator_cannot_decode_get_a_status,
     nodes_renew_their_leases_in_kube_node_lease,
+    recorded_events_show_in_get_events_and_describe,
 );
 
 const POD: &str = r#"
@@ -1747,4 +1748,75 @@ fn protobuf_bodies_the_simulator_cannot_decode_get_a_status(k: &Kubectl) {
     );
     assert_eq!(code, 200, "{status}");
     k.fails(&["get", "configmap", "w1"]).stderr_has("NotFound");
+}
+
+/// An Event recorded through `events.k8s.io/v1`, as the controller records
+/// its Events (kube-rs's Recorder), shows in `kubectl get events` (core
+/// `v1`, upstream's columns) and in `kubectl describe` of the object it
+/// regards.
+fn recorded_events_show_in_get_events_and_describe(k: &Kubectl) {
+    k.ok(&["create", "configmap", "regarded", "--from-literal=a=b"]);
+    let uid = k.json(&["get", "configmap", "regarded", "-o", "json"])["metadata"]["uid"].clone();
+    let event_time = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    let event = json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "regarded.recorded"},
+        "eventTime": event_time,
+        "reportingController": "tfjob-federator",
+        "reportingInstance": "tfjob-federator-0",
+        "action": "Create", "reason": "Created", "type": "Normal",
+        "regarding": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": k.namespace, "name": "regarded", "uid": uid},
+        "note": "Created pod job-worker-0",
+    });
+    let manifest = k.write("event.json", &event.to_string());
+    k.ok(&["create", "-f", &manifest]);
+
+    let listed = k.ok(&["get", "events"]).table();
+    assert_eq!(
+        listed[0],
+        ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        "{listed:?}"
+    );
+    let row = listed
+        .iter()
+        .find(|row| {
+            row.get(3)
+                .is_some_and(|object| object == "configmap/regarded")
+        })
+        .unwrap_or_else(|| panic!("no row for the Event: {listed:?}"));
+    assert_eq!(
+        row[1..],
+        [
+            "Normal",
+            "Created",
+            "configmap/regarded",
+            "Created",
+            "pod",
+            "job-worker-0"
+        ],
+        "{listed:?}"
+    );
+    assert!(row[0].ends_with('s'), "seen seconds ago: {listed:?}");
+
+    let wide = k.ok(&["get", "events", "-o", "wide"]).columns();
+    let source = wide[0]
+        .iter()
+        .position(|c| c == "SOURCE")
+        .unwrap_or_else(|| panic!("no SOURCE column: {wide:?}"));
+    assert!(
+        wide.iter()
+            .any(|row| row[source] == "tfjob-federator, tfjob-federator-0"),
+        "the reporting controller and instance are the source: {wide:?}"
+    );
+
+    let described = k.ok(&["describe", "configmap", "regarded"]);
+    let lines = describe_lines(&described.stdout);
+    assert!(
+        lines.iter().any(|l| l.len() == 7
+            && l[..2] == ["Normal", "Created"]
+            && l[3..] == ["tfjob-federator", "Created", "pod", "job-worker-0"]),
+        "describe lists the Event: {described}"
+    );
 }

@@ -7,6 +7,7 @@ mod apply;
 mod cel;
 mod discovery;
 mod error;
+mod event_apis;
 mod faults;
 mod http;
 mod kubelet;

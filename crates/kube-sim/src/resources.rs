@@ -2,7 +2,11 @@
 //! that CustomResourceDefinitions add. Discovery, OpenAPI, routing and tables
 //! are all derived from this one registry.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
+
+use super::event_apis::{self, EventApi};
 
 /// One served version of a resource type.
 #[derive(Debug, Clone)]
@@ -43,12 +47,64 @@ pub struct ResourceType {
     pub builtin: bool,
     /// Field labels accepted by field selectors besides `metadata.name` / `metadata.namespace`.
     pub field_labels: Vec<String>,
+    /// How the store keeps its objects.
+    pub storage: Storage,
+}
+
+/// How the store keeps a type's objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Storage {
+    /// As written, in a table of the type's own.
+    AsWritten,
+    /// As core `v1` Events, whichever of the two Event APIs wrote them: the
+    /// APIs share one table, as on kube-apiserver.
+    CoreEvents(EventApi),
+}
+
+impl Storage {
+    /// The field label of the stored objects that a selector's label names.
+    pub fn field_label(self, label: &str) -> Cow<'_, str> {
+        match self {
+            Storage::CoreEvents(EventApi::Events) => event_apis::core_field_label(label).into(),
+            _ => label.into(),
+        }
+    }
 }
 
 impl ResourceType {
     /// The storage key of the type: `<group>/<plural>`.
     pub fn id(&self) -> String {
         type_id(&self.group, &self.plural)
+    }
+
+    /// The storage key of the table that keeps the type's objects.
+    pub fn storage_id(&self) -> String {
+        match self.storage {
+            Storage::AsWritten => self.id(),
+            Storage::CoreEvents(_) => type_id("", "events"),
+        }
+    }
+
+    /// An object written through this type, as the store keeps it.
+    pub fn stored_form(&self, obj: Value) -> Value {
+        match self.storage {
+            Storage::AsWritten => obj,
+            Storage::CoreEvents(api) => event_apis::convert(&obj, api, EventApi::Core),
+        }
+    }
+
+    /// Whether the stored objects are converted to be served by this type.
+    pub fn serves_converted(&self) -> bool {
+        self.storage == Storage::CoreEvents(EventApi::Events)
+    }
+
+    /// A stored object as this type serves it.
+    pub fn served_form(&self, obj: Value) -> Value {
+        if self.serves_converted() {
+            event_apis::convert(&obj, EventApi::Core, EventApi::Events)
+        } else {
+            obj
+        }
     }
 
     pub fn version(&self, name: &str) -> Option<&Version> {
@@ -189,6 +245,7 @@ impl ResourceType {
             versions: storage_first,
             builtin: false,
             field_labels: Vec::new(),
+            storage: Storage::AsWritten,
         })
     }
 }
@@ -320,6 +377,9 @@ const BUILTINS: &[Builtin] = &[
             "regarding.namespace",
             "regarding.name",
             "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
             "reason",
             "type",
             "reportingController",
@@ -449,6 +509,11 @@ pub fn builtins() -> Vec<ResourceType> {
             }],
             builtin: true,
             field_labels: b.field_labels.iter().map(|s| s.to_string()).collect(),
+            storage: match (b.group, b.plural) {
+                ("", "events") => Storage::CoreEvents(EventApi::Core),
+                ("events.k8s.io", "events") => Storage::CoreEvents(EventApi::Events),
+                _ => Storage::AsWritten,
+            },
         })
         .collect()
 }

@@ -733,7 +733,10 @@ pub fn selector_filter(
         &ty.all_field_labels(),
     )
     .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    Ok(move |o: &Stored| labels.matches(&o.labels) && fields.matches(|f| o.field(f)))
+    let storage = ty.storage;
+    Ok(move |o: &Stored| {
+        labels.matches(&o.labels) && fields.matches(|f| o.field(&storage.field_label(f)))
+    })
 }
 
 fn list(

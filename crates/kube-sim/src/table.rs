@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::resources::{Column, ResourceType};
+use super::resources::{Column, ResourceType, Storage};
 
 /// How a column's cells are computed.
 enum Cell {
@@ -16,6 +16,12 @@ enum Cell {
     NodeStatus,
     NodeRoles,
     ServicePorts,
+    EventLastSeen,
+    EventFirstSeen,
+    EventObject,
+    EventSource,
+    EventMessage,
+    EventCount,
     /// A JSONPath; `date` columns show the age of the timestamp found.
     Path(String),
 }
@@ -78,6 +84,21 @@ fn layout(ty: &ResourceType, version: &str) -> Vec<ColumnSpec> {
                 spec("Age", Age, 0),
             ];
         }
+        // Upstream prints both Event APIs from the core Event ([`render`]).
+        _ if matches!(ty.storage, Storage::CoreEvents(_)) => {
+            return vec![
+                spec("Last Seen", EventLastSeen, 0),
+                spec("Type", path(".type"), 0),
+                spec("Reason", path(".reason"), 0),
+                spec("Object", EventObject, 0),
+                spec("Subobject", path(".involvedObject.fieldPath"), 1),
+                spec("Source", EventSource, 1),
+                spec("Message", EventMessage, 0),
+                spec("First Seen", EventFirstSeen, 1),
+                spec("Count", EventCount, 1),
+                spec("Name", Name, 1),
+            ];
+        }
         _ => {}
     }
     let columns: &[Column] = ty
@@ -106,6 +127,14 @@ pub fn render(
     rv: &str,
     continue_token: Option<String>,
 ) -> Value {
+    // Upstream prints what it stores: an events.k8s.io Event as a core one.
+    let stored: Vec<Value>;
+    let objects = if ty.serves_converted() {
+        stored = objects.iter().map(|o| ty.stored_form(o.clone())).collect();
+        &stored
+    } else {
+        objects
+    };
     let specs = layout(ty, version);
     let definitions: Vec<Value> = specs
         .iter()
@@ -177,6 +206,40 @@ fn cell(obj: &Value, column: &ColumnSpec) -> Value {
             json!(restarts)
         }
         Cell::PodStatus => json!(pod_status(obj)),
+        Cell::EventFirstSeen => json!(age(&event_first_seen(obj))),
+        Cell::EventLastSeen => json!(match obj.get("series") {
+            Some(_) => age(&text(obj, "/series/lastObservedTime")),
+            None =>
+                age(&non_empty(text(obj, "/lastTimestamp"))
+                    .unwrap_or_else(|| event_first_seen(obj))),
+        }),
+        Cell::EventCount => {
+            let count = match obj.get("series") {
+                Some(series) => series.get("count").and_then(Value::as_i64).unwrap_or(0),
+                // Events of the events.k8s.io API leave a single occurrence uncounted.
+                None => obj.get("count").and_then(Value::as_i64).unwrap_or(1),
+            };
+            json!(count)
+        }
+        Cell::EventObject => {
+            let kind = text(obj, "/involvedObject/kind").to_lowercase();
+            json!(match non_empty(text(obj, "/involvedObject/name")) {
+                Some(name) => format!("{kind}/{name}"),
+                None => kind,
+            })
+        }
+        Cell::EventSource => {
+            let component = non_empty(text(obj, "/source/component"))
+                .or_else(|| non_empty(text(obj, "/reportingComponent")));
+            let instance = non_empty(text(obj, "/source/host"))
+                .or_else(|| non_empty(text(obj, "/reportingInstance")));
+            json!(match (component, instance) {
+                (None, _) => "<unknown>".to_string(),
+                (Some(component), None) => component,
+                (Some(component), Some(instance)) => format!("{component}, {instance}"),
+            })
+        }
+        Cell::EventMessage => json!(text(obj, "/message").trim()),
         Cell::NodeStatus => {
             let ready = obj
                 .pointer("/status/conditions")
@@ -232,6 +295,16 @@ fn cell(obj: &Value, column: &ColumnSpec) -> Value {
             })
         }
     }
+}
+
+fn non_empty(text: String) -> Option<String> {
+    (!text.is_empty()).then_some(text)
+}
+
+/// When a core Event was first seen: `firstTimestamp`, else (an Event of
+/// the events.k8s.io API) its `eventTime`.
+fn event_first_seen(event: &Value) -> String {
+    non_empty(text(event, "/firstTimestamp")).unwrap_or_else(|| text(event, "/eventTime"))
 }
 
 /// The STATUS column of `kubectl get pods`, as upstream's printer derives it.

@@ -19,7 +19,7 @@ use super::Cluster;
 use super::error::{ApiError, ApiResult};
 use super::http::{Body, Query, Representation};
 use super::server::{DEFAULT_WATCH_TIMEOUT, ResourceRequest, selector_filter};
-use super::store::{Event, EventKind, Stored, WatchFrom, WatchStart};
+use super::store::{Event, EventKind, Stored, WatchFrom, WatchStart, served};
 use super::table;
 
 /// How often an idle watch with `allowWatchBookmarks` gets a BOOKMARK.
@@ -165,7 +165,7 @@ impl Stream {
 
     /// Sends one store event as this watch sees it through its selectors.
     async fn send_event(&mut self, event: &Event) -> Result<(), ()> {
-        if *event.type_id != *self.rr.ty.id() {
+        if *event.type_id != *self.rr.ty.storage_id() {
             return Ok(());
         }
         let in_scope = |o: &Stored| {
@@ -188,7 +188,7 @@ impl Stream {
                 let Some(prev) = &event.prev else {
                     return Ok(());
                 };
-                let mut old = prev.value();
+                let mut old = self.rr.ty.served_form(prev.value());
                 old["metadata"]["resourceVersion"] = json!(event.rv.to_string());
                 let bytes = Bytes::from(old.to_string());
                 self.send_raw("DELETED", &self.convert(bytes, &old)).await
@@ -198,7 +198,9 @@ impl Stream {
         }
     }
 
-    async fn send_object(&mut self, kind: &str, obj: &Stored) -> Result<(), ()> {
+    /// Sends a stored object as this watch's type serves it.
+    async fn send_object(&mut self, kind: &str, obj: &Arc<Stored>) -> Result<(), ()> {
+        let obj = served(&self.rr.ty, obj.clone());
         let bytes = match self.repr {
             Representation::Full => obj.json.clone(),
             _ => self.convert(obj.json.clone(), &obj.value()),

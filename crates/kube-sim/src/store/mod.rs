@@ -21,7 +21,8 @@ use tokio::sync::broadcast;
 
 use super::apply::{self, ApplyOptions};
 use super::error::{ApiError, ApiResult, Target};
-use super::resources::{self, ResourceType, type_id};
+use super::event_apis;
+use super::resources::{self, ResourceType, Storage, type_id};
 use super::rules::{self, meta_str, metadata_mut};
 
 mod gc;
@@ -160,6 +161,7 @@ pub enum WatchFrom {
     After(u64),
 }
 
+/// Objects as stored: a watch serves them through its type ([`served`]).
 pub struct WatchStart {
     pub initial: Vec<Arc<Stored>>,
     pub replay: Vec<Arc<Event>>,
@@ -257,7 +259,8 @@ impl Store {
     pub fn get(&self, ty: &ResourceType, ns: &str, name: &str) -> ApiResult<Arc<Stored>> {
         let inner = self.lock();
         inner
-            .object(&ty.id(), &(ns.to_string(), name.to_string()))
+            .object(&ty.storage_id(), &(ns.to_string(), name.to_string()))
+            .map(|o| served(ty, o))
             .ok_or_else(|| ApiError::not_found(&target(ty, name)))
     }
 
@@ -271,7 +274,7 @@ impl Store {
             }
             None => (q.exact_rv, None),
         };
-        let id = ty.id();
+        let id = ty.storage_id();
         let overrides = match snapshot_rv {
             Some(rv) if rv < inner.rv => inner.changes_since(&id, rv).ok_or_else(|| {
                 ApiError::expired(format!(
@@ -332,7 +335,7 @@ impl Store {
                 Some(limit) if items.len() >= limit => more += 1,
                 _ => {
                     last_key = Some(key);
-                    items.push(obj);
+                    items.push(served(ty, obj));
                 }
             }
         }
@@ -357,7 +360,7 @@ impl Store {
         w: &WriteMeta,
     ) -> ApiResult<Arc<Stored>> {
         let mut inner = self.lock();
-        inner.create(ty, ns, obj, w, true)
+        inner.create(ty, ns, obj, w, true).map(|o| served(ty, o))
     }
 
     /// PUT, PATCH and apply on the object or its `/status`.
@@ -371,7 +374,9 @@ impl Store {
         w: &WriteMeta,
     ) -> ApiResult<Arc<Stored>> {
         let mut inner = self.lock();
-        inner.update(ty, ns, name, scope, change, w)
+        inner
+            .update(ty, ns, name, scope, change, w)
+            .map(|o| served(ty, o))
     }
 
     pub fn delete(
@@ -382,7 +387,12 @@ impl Store {
         opts: &DeleteOptions,
     ) -> ApiResult<Deletion> {
         let mut inner = self.lock();
-        inner.delete(ty, &(ns.to_string(), name.to_string()), opts)
+        inner
+            .delete(ty, &(ns.to_string(), name.to_string()), opts)
+            .map(|deletion| match deletion {
+                Deletion::Gone(o) => Deletion::Gone(served(ty, o)),
+                Deletion::Pending(o) => Deletion::Pending(served(ty, o)),
+            })
     }
 
     /// Deletes every object the filter selects; returns their states after the call.
@@ -396,7 +406,7 @@ impl Store {
         let mut inner = self.lock();
         let keys: Vec<Key> = inner
             .tables
-            .get(&ty.id())
+            .get(&ty.storage_id())
             .into_iter()
             .flatten()
             .filter(|(k, o)| ns.is_none_or(|ns| k.0 == ns) && filter(o))
@@ -405,7 +415,7 @@ impl Store {
         let mut out = Vec::new();
         for key in keys {
             match inner.delete(ty, &key, opts) {
-                Ok(Deletion::Gone(o) | Deletion::Pending(o)) => out.push(o),
+                Ok(Deletion::Gone(o) | Deletion::Pending(o)) => out.push(served(ty, o)),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }
@@ -442,7 +452,7 @@ impl Store {
         from: WatchFrom,
     ) -> ApiResult<WatchStart> {
         let inner = self.lock();
-        let id = ty.id();
+        let id = ty.storage_id();
         let events = inner.tx.subscribe();
         let in_ns = |o: &Stored| ns.is_none_or(|ns| o.namespace == ns);
         match from {
@@ -490,6 +500,26 @@ pub fn target<'a>(ty: &'a ResourceType, name: &'a str) -> Target<'a> {
         plural: &ty.plural,
         name,
     }
+}
+
+/// A stored object as `ty` serves it: the same object, unless `ty` is an
+/// API that converts what the store keeps (`events.k8s.io/v1` Events).
+pub fn served(ty: &ResourceType, stored: Arc<Stored>) -> Arc<Stored> {
+    if !ty.serves_converted() {
+        return stored;
+    }
+    let value = ty.served_form(stored.value());
+    Arc::new(Stored {
+        json: Bytes::from(serde_json::to_vec(&value).unwrap_or_default()),
+        rv: stored.rv,
+        namespace: stored.namespace.clone(),
+        name: stored.name.clone(),
+        uid: stored.uid.clone(),
+        labels: stored.labels.clone(),
+        fields: stored.fields.clone(),
+        owners: stored.owners.clone(),
+        deleting: stored.deleting,
+    })
 }
 
 /// The current time as Kubernetes serializes `metav1.Time`.
@@ -637,7 +667,7 @@ impl Inner {
         if ty.id() == NAMESPACE_TYPE {
             check_pod_security_labels(ty, &name, &obj, None)?;
         }
-        if self.object(&ty.id(), &key).is_some() {
+        if self.object(&ty.storage_id(), &key).is_some() {
             return Err(ApiError::already_exists(&target(ty, &name)));
         }
         if ty.id() == CRD_TYPE {
@@ -688,7 +718,7 @@ impl Inner {
             },
             name.to_string(),
         );
-        let Some(cur) = self.object(&ty.id(), &key) else {
+        let Some(cur) = self.object(&ty.storage_id(), &key) else {
             return match change {
                 Change::Apply { body, force } if !to_status => {
                     let version = check_type_meta(ty, &body)?;
@@ -702,7 +732,7 @@ impl Inner {
                 _ => Err(ApiError::not_found(&target(ty, name))),
             };
         };
-        let old = cur.value();
+        let old = ty.served_form(cur.value());
         let version = old
             .get("apiVersion")
             .and_then(Value::as_str)
@@ -761,6 +791,8 @@ impl Inner {
                 apply::apply(Some(&old), &body, &opts).map_err(|e| apply_error(ty, name, e))?
             }
         };
+        // In the shape storage gives it, so that a no-op write is seen as one.
+        let new = ty.served_form(ty.stored_form(new));
         let mut new = rules::merge_update(&old, new, status_sub && scope == Scope::Main, to_status);
         rules::default_update(ty, &mut new);
         rules::normalize_metadata(&mut new);
@@ -833,7 +865,7 @@ impl Inner {
         key: &Key,
         opts: &DeleteOptions,
     ) -> ApiResult<Deletion> {
-        let id = ty.id();
+        let id = ty.storage_id();
         let Some(cur) = self.object(&id, key) else {
             return Err(ApiError::not_found(&target(ty, &key.1)));
         };
@@ -859,7 +891,7 @@ impl Inner {
                 ),
             ));
         }
-        let mut obj = cur.value();
+        let mut obj = ty.served_form(cur.value());
         let mut finalizers = rules::finalizers(&obj);
         let grace = if is_pod(ty) {
             pod_grace_seconds(&obj, opts.grace_period_seconds)
@@ -911,16 +943,23 @@ impl Inner {
         })
     }
 
-    fn to_stored(&self, ty: &ResourceType, mut obj: Value, rv: u64) -> Stored {
+    /// `obj`, written through `ty`, as the store keeps it at `rv`.
+    fn to_stored(&self, ty: &ResourceType, obj: Value, rv: u64) -> Stored {
+        let mut obj = ty.stored_form(obj);
         metadata_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
-        let fields = ty
+        let storage_type = self.types.get(&ty.storage_id());
+        let storage_type = storage_type.map_or(ty, |t| t.as_ref());
+        let fields = storage_type
             .field_labels
             .iter()
             .filter_map(|label| {
-                let pointer = format!("/{}", label.replace('.', "/"));
-                obj.pointer(&pointer)
-                    .and_then(field_text)
-                    .map(|v| (label.clone(), v))
+                let value = match (storage_type.storage, label.as_str()) {
+                    (Storage::CoreEvents(_), "source") => event_apis::source(&obj),
+                    _ => obj
+                        .pointer(&format!("/{}", label.replace('.', "/")))
+                        .and_then(field_text),
+                };
+                value.map(|v| (label.clone(), v))
             })
             .collect();
         let labels = rules::string_map(obj.pointer("/metadata/labels"));
@@ -961,11 +1000,12 @@ impl Inner {
         let _ = self.tx.send(event);
     }
 
-    /// Stores a new version of an object and publishes ADDED or MODIFIED.
+    /// Stores a new version of an object (`obj` as `ty` serves it, `prev` as
+    /// stored) and publishes ADDED or MODIFIED.
     fn put(&mut self, ty: &ResourceType, obj: Value, prev: Option<Arc<Stored>>) -> Arc<Stored> {
         self.rv += 1;
         let stored = Arc::new(self.to_stored(ty, obj, self.rv));
-        let id: Arc<str> = ty.id().into();
+        let id: Arc<str> = ty.storage_id().into();
         let key = stored.key();
         if let Some(p) = &prev {
             self.forget_dependent(&id, &key, p);
@@ -991,16 +1031,17 @@ impl Inner {
         stored
     }
 
-    /// Removes an object (in its state `last`, or as stored), publishes
-    /// DELETED, and lets garbage collection and namespace clean-up follow.
+    /// Removes an object (in its state `last`, as `ty` serves it, or as
+    /// stored), publishes DELETED, and lets garbage collection and
+    /// namespace clean-up follow.
     fn remove(&mut self, ty: &ResourceType, key: &Key, last: Option<Value>) -> Arc<Stored> {
-        let id: Arc<str> = ty.id().into();
+        let id: Arc<str> = ty.storage_id().into();
         let Some(prev) = self.tables.get_mut(&*id).and_then(|t| t.remove(key)) else {
             // Callers check existence under the same lock; keep going gracefully.
             return Arc::new(self.to_stored(ty, last.unwrap_or(Value::Null), self.rv));
         };
         self.rv += 1;
-        let last = last.unwrap_or_else(|| prev.value());
+        let last = last.unwrap_or_else(|| ty.served_form(prev.value()));
         let stored = Arc::new(self.to_stored(ty, last, self.rv));
         self.by_uid.remove(&prev.uid);
         self.forget_dependent(&id, key, &prev);
