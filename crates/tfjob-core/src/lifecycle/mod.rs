@@ -1,9 +1,11 @@
 //! A job's lifecycle, decided without I/O: what follows a replica's exit
 //! (`restart`) and the job's state machine (`machine`), which the
-//! `JobActor` only carries out.
+//! `JobActor` only carries out, and each replica's pod and service
+//! (`replica`), which the `ReplicaActor` carries out.
 
 pub mod machine;
 pub mod refusal;
+pub mod replica;
 mod restart;
 
 pub use restart::*;
@@ -19,6 +21,8 @@ mod tests {
             ("machine_tests.rs", include_str!("machine_tests.rs")),
             ("restart.rs", include_str!("restart.rs")),
             ("refusal.rs", include_str!("refusal.rs")),
+            ("replica.rs", include_str!("replica.rs")),
+            ("replica_tests.rs", include_str!("replica_tests.rs")),
         ];
         for (file, text) in files {
             for io in ["kube", "tokio", "actix", "hyper", "std::net", "std::fs"] {
