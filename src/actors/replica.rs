@@ -1,13 +1,10 @@
 //! ReplicaActor: the one writer of one replica's pod and service on its
-//! cluster. Started with an intent (`lifecycle::machine::Intent`): run,
-//! finish (apply the clean-up policy) or retire (delete pod and service,
-//! report `TornDown`, stop). Every decision — adopting or deleting a pod of
-//! another epoch, a pod that vanished, waiting for a name taken by an
-//! object not ours, clean-up by the pod's phase, when a teardown is done —
-//! is the replica's machine's (`lifecycle::replica`): this actor feeds it
-//! what the pod cache shows and what its API calls answer, and carries out
-//! its effects. It reports every change of its pod to the JobActor and
-//! never writes the job.
+//! cluster, started to run, finish or retire (`lifecycle::machine::Intent`).
+//! Every decision — a pod of another epoch, a pod that vanished, a name
+//! taken by an object not ours, clean-up by the pod's phase, when a
+//! teardown is done — is the replica's machine's (`lifecycle::replica`):
+//! this actor feeds it what the pod cache shows and what its API calls
+//! answer, and carries out its effects. It never writes the job.
 
 use std::sync::Arc;
 
@@ -19,12 +16,13 @@ use kube::{Client, Resource};
 
 use super::call::{self, Backoff, Kind, Outcome};
 use crate::api::{CleanUpPolicy, ReplicaKey};
-use crate::builders::RecipeError;
 pub use crate::builders::{Desired, Recipe};
+use crate::builders::{RecipeError, build_service_export, service_export_resource};
 use crate::clusters::{ClusterHandle, PodChanged, PodKey};
 use crate::lifecycle::machine::{Blocked, Intent, Refusal};
 use crate::lifecycle::replica::{
-    Created, Effect, Event, Failure, Identity, PodSighting, Read, ReplicaState, ServiceSighting,
+    Created, Effect, Event, Failure, Identity, PodSighting, Read, ReplicaState, Report,
+    ServiceSighting,
 };
 use crate::observed::ObservedPod;
 pub use crate::signing::Trust;
@@ -133,20 +131,13 @@ impl ReplicaActor {
     }
 
     /// Names the replica in the log and in API-call retries.
-    fn what(&self, action: &str) -> String {
-        format!(
-            "{action} {}/{} on {}",
-            self.pod_key.0,
-            self.pod_key.1,
-            self.cluster().name
-        )
+    fn what(&self, verb: &str, object: &str) -> String {
+        let ((namespace, name), cluster) = (&self.pod_key, &self.cluster().name);
+        format!("{verb} {object} {namespace}/{name} on {cluster}")
     }
 
     /// The replica's pods or services.
-    fn api<K: Resource<Scope = NamespaceResourceScope>>(&self) -> Api<K>
-    where
-        K::DynamicType: Default,
-    {
+    fn api<K: ReplicaObject>(&self) -> Api<K> {
         Api::namespaced(self.cluster().client.clone(), &self.pod_key.0)
     }
 
@@ -158,27 +149,14 @@ impl ReplicaActor {
     fn carry_out(&mut self, ctx: &mut Context<Self>, effects: Vec<Effect<Desired>>) {
         for effect in effects {
             match effect {
-                Effect::CreatePod(desired) => self.create_pod(ctx, desired),
-                Effect::CreateService(desired) => self.create_service(ctx, desired),
+                Effect::CreatePod(desired) => self.create::<ObservedPod>(ctx, desired),
+                Effect::CreateService(desired) => self.create::<Service>(ctx, desired),
                 Effect::DeletePod { uid } => self.delete_pod(uid),
-                Effect::ReadPod => self.read_pod(ctx),
-                Effect::ReadService => self.read_service(ctx),
+                Effect::ReadPod => self.read::<ObservedPod>(ctx),
+                Effect::ReadService => self.read::<Service>(ctx),
                 Effect::DeleteService { uid } => self.delete_service(ctx, uid),
                 Effect::ExportService => self.export_service(ctx),
-                Effect::Report(report) => {
-                    self.census.show(report.view.phase);
-                    super::tell(
-                        &self.setup.job,
-                        ReplicaReport {
-                            view: report.view,
-                            epoch: self.setup.epoch,
-                            blocked: report.blocked,
-                            refusal: report.refusal,
-                        },
-                        &self.cluster().metrics,
-                        ActorKind::Job,
-                    );
-                }
+                Effect::Report(report) => self.report(*report),
                 Effect::RetryAfter { object, tries } => {
                     ctx.run_later(self.setup.backoff.delay(tries), move |act, ctx| {
                         act.feed(ctx, Event::RetryDue(object))
@@ -193,16 +171,24 @@ impl ReplicaActor {
                     }
                 }
                 Effect::TornDown => {
-                    super::tell(
-                        &self.setup.torn_down,
-                        TornDown(self.setup.key),
-                        &self.cluster().metrics,
-                        ActorKind::Job,
-                    );
+                    let (to, metrics) = (&self.setup.torn_down, &self.cluster().metrics);
+                    super::tell(to, TornDown(self.setup.key), metrics, ActorKind::Job);
                     ctx.stop();
                 }
             }
         }
+    }
+
+    fn report(&self, report: Report) {
+        self.census.show(report.view.phase);
+        let report = ReplicaReport {
+            view: report.view,
+            epoch: self.setup.epoch,
+            blocked: report.blocked,
+            refusal: report.refusal,
+        };
+        let metrics = &self.cluster().metrics;
+        super::tell(&self.setup.job, report, metrics, ActorKind::Job);
     }
 
     /// A pod under the replica's name, with whether it is ours.
@@ -213,56 +199,19 @@ impl ReplicaActor {
         }
     }
 
-    fn create_pod(&mut self, ctx: &mut Context<Self>, desired: Desired) {
-        let trust = self.setup.trust.clone();
-        let create = self.create(self.api(), desired.pod_body(&trust), "creating pod");
-        ctx.spawn(create.into_actor(self).map(move |answer, act, ctx| {
-            let answer = match answer {
-                Created::Made(pod) => Created::Made(PodSighting {
-                    pod: Arc::new(pod),
-                    ours: true,
-                }),
-                taken => taken.map(|pod| Self::sighting(&trust, Arc::new(pod))),
-            };
-            act.feed(ctx, Event::PodCreated(answer))
-        }));
-    }
-
-    fn create_service(&mut self, ctx: &mut Context<Self>, desired: Desired) {
-        let trust = self.setup.trust.clone();
-        let body = desired.service_body(&trust);
-        let create = self.create(self.api(), body, "creating service");
-        ctx.spawn(create.into_actor(self).map(move |answer, act, ctx| {
-            act.service = match &answer {
-                Created::Made(service) | Created::Taken(service) => Some(service.clone()),
-                Created::Freed | Created::Failed(_) => None,
-            };
-            let answer = answer.map(|service| service_sighting(&trust, &service));
-            act.feed(ctx, Event::ServiceCreated(answer))
-        }));
-    }
-
-    /// Creates the object of `body` in one of the cluster's create slots,
-    /// or reads the object that holds its name.
-    fn create<K>(
-        &self,
-        api: Api<K>,
-        body: Result<Vec<u8>, RecipeError>,
-        action: &str,
-    ) -> impl Future<Output = Created<K>> + 'static
-    where
-        K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    {
-        let (client, namespace) = (self.cluster().client.clone(), self.pod_key.0.clone());
-        let (backoff, what, name) = (
-            self.setup.backoff,
-            self.what(action),
-            self.pod_key.1.clone(),
-        );
+    /// Creates the replica's pod or service from `desired` in one of the
+    /// cluster's create slots, or reads the object that holds its name.
+    fn create<K: ReplicaObject>(&self, ctx: &mut Context<Self>, desired: Desired) {
+        let (trust, signing) = (self.setup.trust.clone(), self.setup.trust.clone());
+        let (api, client) = (self.api::<K>(), self.cluster().client.clone());
+        let namespace = self.pod_key.0.clone();
+        let (what, name) = (self.what("creating", K::WORD), self.pod_key.1.clone());
+        let backoff = self.setup.backoff;
         let slots = self.cluster().create_slots();
-        async move {
+        let create = async move {
             let _slot = slots.acquire().await;
-            let body = match body {
+            // Built only now, in a create slot: a few bodies are held at a time.
+            let body = match K::body(&desired, &signing) {
                 Ok(body) => body,
                 Err(e) => return Created::Failed(Failure::Unbuildable(e.to_string())),
             };
@@ -277,24 +226,24 @@ impl ReplicaActor {
                 Ok(_) => Created::Freed,
                 Err(e) => Created::Failed(failure(&e)),
             }
-        }
+        };
+        ctx.spawn(create.into_actor(self).map(move |answer, act, ctx| {
+            let event = K::created(act, answer, &trust);
+            act.feed(ctx, event)
+        }));
     }
 
     /// With the member's `exportServices`, a ServiceExport per service.
     fn export_service(&self, ctx: &mut Context<Self>) {
-        let Some(export) = self
-            .service
-            .as_ref()
-            .and_then(crate::builders::build_service_export)
-        else {
+        let Some(export) = self.service.as_ref().and_then(build_service_export) else {
             return;
         };
         let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
             self.cluster().client.clone(),
             &self.pod_key.0,
-            &crate::builders::service_export_resource(),
+            &service_export_resource(),
         );
-        let (backoff, what) = (self.setup.backoff, self.what("exporting service"));
+        let (backoff, what) = (self.setup.backoff, self.what("exporting", "service"));
         let cluster = self.cluster().name.clone();
         ctx.spawn(
             async move {
@@ -315,24 +264,18 @@ impl ReplicaActor {
     /// the actor: a teardown may end before the delete of a pod of another
     /// epoch is answered.
     fn delete_pod(&self, uid: String) {
-        tokio::spawn(self.delete::<ObservedPod>(uid, "deleting pod"));
+        tokio::spawn(self.delete::<ObservedPod>(uid));
     }
 
     fn delete_service(&self, ctx: &mut Context<Self>, uid: String) {
-        let delete = self.delete::<Service>(uid, "deleting service");
-        ctx.spawn(
-            (delete.into_actor(self)).map(|(), act, ctx| act.feed(ctx, Event::ServiceDeleted)),
-        );
+        let deleted = self.delete::<Service>(uid).into_actor(self);
+        ctx.spawn(deleted.map(|(), act, ctx| act.feed(ctx, Event::ServiceDeleted)));
     }
 
     /// Deletes the object of `uid` under the replica's name, and no other.
-    fn delete<K>(&self, uid: String, action: &str) -> impl Future<Output = ()> + 'static
-    where
-        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
-        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    {
+    fn delete<K: ReplicaObject>(&self, uid: String) -> impl Future<Output = ()> + 'static {
         let (api, name) = (self.api::<K>(), self.pod_key.1.clone());
-        let (backoff, what) = (self.setup.backoff, self.what(action));
+        let (backoff, what) = (self.setup.backoff, self.what("deleting", K::WORD));
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: Some(uid),
@@ -350,40 +293,70 @@ impl ReplicaActor {
         }
     }
 
-    fn read_pod(&self, ctx: &mut Context<Self>) {
-        let trust = self.setup.trust.clone();
-        let read = self.read(self.api(), "reading pod");
-        ctx.spawn(read.into_actor(self).map(move |read, act, ctx| {
-            let read = read.map(|pod| Self::sighting(&trust, Arc::new(pod)));
-            act.feed(ctx, Event::PodRead(read))
-        }));
-    }
-
-    fn read_service(&self, ctx: &mut Context<Self>) {
-        let trust = self.setup.trust.clone();
-        let read = self.read(self.api(), "reading service");
-        ctx.spawn(read.into_actor(self).map(move |read, act, ctx| {
-            let read = read.map(|service| service_sighting(&trust, &service));
-            act.feed(ctx, Event::ServiceRead(read))
-        }));
-    }
-
-    fn read<K>(&self, api: Api<K>, action: &str) -> impl Future<Output = Read<K>> + 'static
-    where
-        K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    {
-        let (backoff, what, name) = (
-            self.setup.backoff,
-            self.what(action),
-            self.pod_key.1.clone(),
-        );
-        async move {
+    /// Reads the replica's pod or service, for its machine.
+    fn read<K: ReplicaObject>(&self, ctx: &mut Context<Self>) {
+        let (api, trust) = (self.api::<K>(), self.setup.trust.clone());
+        let (what, name) = (self.what("reading", K::WORD), self.pod_key.1.clone());
+        let backoff = self.setup.backoff;
+        let read = async move {
             match call::call(Kind::Write, backoff, &what, || api.get(&name)).await {
                 Ok(Outcome::Done(found)) => Read::Found(found),
                 Ok(_) => Read::Nothing,
                 Err(e) => Read::Failed(crate::telemetry::shown(&e)),
             }
-        }
+        };
+        let read = read.into_actor(self);
+        ctx.spawn(read.map(move |read, act, ctx| act.feed(ctx, K::read(read, &trust))));
+    }
+}
+
+/// The replica's pod (as observed) or service, and how its machine hears
+/// of it.
+trait ReplicaObject:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + 'static
+{
+    const WORD: &str;
+    fn body(desired: &Desired, trust: &Trust) -> Result<Vec<u8>, RecipeError>;
+    fn created(act: &mut ReplicaActor, answer: Created<Self>, trust: &Trust) -> Event<Desired>;
+    fn read(answer: Read<Self>, trust: &Trust) -> Event<Desired>;
+}
+
+impl ReplicaObject for ObservedPod {
+    const WORD: &str = "pod";
+
+    fn body(desired: &Desired, trust: &Trust) -> Result<Vec<u8>, RecipeError> {
+        desired.pod_body(trust)
+    }
+
+    fn created(_: &mut ReplicaActor, answer: Created<Self>, trust: &Trust) -> Event<Desired> {
+        Event::PodCreated(answer.map(|pod| ReplicaActor::sighting(trust, Arc::new(pod))))
+    }
+
+    fn read(answer: Read<Self>, trust: &Trust) -> Event<Desired> {
+        Event::PodRead(answer.map(|pod| ReplicaActor::sighting(trust, Arc::new(pod))))
+    }
+}
+
+impl ReplicaObject for Service {
+    const WORD: &str = "service";
+
+    fn body(desired: &Desired, trust: &Trust) -> Result<Vec<u8>, RecipeError> {
+        desired.service_body(trust)
+    }
+
+    /// Kept for its export.
+    fn created(act: &mut ReplicaActor, answer: Created<Self>, trust: &Trust) -> Event<Desired> {
+        act.service = answer.object().cloned();
+        Event::ServiceCreated(answer.map(|service| service_sighting(trust, &service)))
+    }
+
+    fn read(answer: Read<Self>, trust: &Trust) -> Event<Desired> {
+        Event::ServiceRead(answer.map(|service| service_sighting(trust, &service)))
     }
 }
 

@@ -92,6 +92,14 @@ pub enum Created<T> {
 }
 
 impl<T> Created<T> {
+    /// The object made or found.
+    pub fn object(&self) -> Option<&T> {
+        match self {
+            Created::Made(object) | Created::Taken(object) => Some(object),
+            Created::Freed | Created::Failed(_) => None,
+        }
+    }
+
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Created<U> {
         match self {
             Created::Made(made) => Created::Made(f(made)),
@@ -160,6 +168,7 @@ pub enum Event<R> {
     PodGone {
         uid: Option<String>,
     },
+    /// A pod create was answered (a pod it made is ours, whatever it shows).
     PodCreated(Created<PodSighting>),
     PodRead(Read<PodSighting>),
     ServiceCreated(Created<ServiceSighting>),
@@ -209,7 +218,7 @@ pub enum Effect<R> {
     },
     /// Export the service just answered to the clusterset.
     ExportService,
-    Report(Report),
+    Report(Box<Report>),
     /// Feed `RetryDue(object)` after the backoff of `tries` failures.
     RetryAfter {
         object: Object,
@@ -771,7 +780,7 @@ impl<R: Clone> ReplicaState<R> {
         };
         if self.reported.as_ref() != Some(&report) {
             self.reported = Some(report.clone());
-            self.effects.push(Effect::Report(report));
+            self.effects.push(Effect::Report(Box::new(report)));
         }
     }
 

@@ -1102,7 +1102,7 @@ impl Sim {
                 if self.pod.is_none() {
                     self.pod = Some(SimPod {
                         uid: self.uid("f"),
-                        epoch: (detail % 2 == 0).then_some(EPOCH),
+                        epoch: detail.is_multiple_of(2).then_some(EPOCH),
                         ours: false,
                         phase: "Running",
                         deleting: false,
@@ -1115,7 +1115,7 @@ impl Sim {
                     _ => self.pod.as_ref().map(|p| p.uid.clone()),
                 };
                 if let Some(uid) = uid {
-                    let recipe = (detail % 5 != 0).then_some(u32::from(detail));
+                    let recipe = (!detail.is_multiple_of(5)).then_some(u32::from(detail));
                     self.feed(Event::Restart { uid, recipe });
                 }
             }
