@@ -143,6 +143,7 @@ impl ReplicaActor {
 
     fn feed(&mut self, ctx: &mut Context<Self>, event: Event<Desired>) {
         let effects = self.machine.step(event);
+        tracing::trace!(replica = %self.pod_key.1, stage = ?self.machine.stage(), "replica stepped");
         self.carry_out(ctx, effects);
     }
 
@@ -410,39 +411,32 @@ impl Handler<PodChanged> for ReplicaActor {
     }
 }
 
-impl Handler<Restart> for ReplicaActor {
-    type Result = ();
+/// Each of the job's orders is an event of the replica's machine.
+macro_rules! order {
+    ($message:ty, |$msg:pat_param| $event:expr) => {
+        impl Handler<$message> for ReplicaActor {
+            type Result = ();
 
-    fn handle(&mut self, msg: Restart, ctx: &mut Self::Context) {
-        let _timer = self.cluster().metrics.handling(ActorKind::Replica);
-        let (uid, recipe) = (msg.uid, msg.desired);
-        self.feed(ctx, Event::Restart { uid, recipe });
-    }
+            fn handle(&mut self, $msg: $message, ctx: &mut Self::Context) {
+                let _timer = self.cluster().metrics.handling(ActorKind::Replica);
+                self.feed(ctx, $event);
+            }
+        }
+    };
 }
 
-impl Handler<Finish> for ReplicaActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: Finish, ctx: &mut Self::Context) {
-        let _timer = self.cluster().metrics.handling(ActorKind::Replica);
-        self.feed(ctx, Event::Finish(msg.clean_up));
-    }
-}
+order!(Restart, |msg| Event::Restart {
+    uid: msg.uid,
+    recipe: msg.desired
+});
+order!(Finish, |msg| Event::Finish(msg.clean_up));
+order!(Teardown, |_| Event::TearDown);
 
 impl Handler<Abandon> for ReplicaActor {
     type Result = ();
 
     fn handle(&mut self, _msg: Abandon, ctx: &mut Self::Context) {
         ctx.stop();
-    }
-}
-
-impl Handler<Teardown> for ReplicaActor {
-    type Result = ();
-
-    fn handle(&mut self, _msg: Teardown, ctx: &mut Self::Context) {
-        let _timer = self.cluster().metrics.handling(ActorKind::Replica);
-        self.feed(ctx, Event::TearDown);
     }
 }
 
