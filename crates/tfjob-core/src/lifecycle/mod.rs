@@ -6,6 +6,7 @@
 pub mod machine;
 pub mod refusal;
 pub mod replica;
+mod replica_events;
 mod restart;
 
 pub use restart::*;
@@ -22,6 +23,7 @@ mod tests {
             ("restart.rs", include_str!("restart.rs")),
             ("refusal.rs", include_str!("refusal.rs")),
             ("replica.rs", include_str!("replica.rs")),
+            ("replica_events.rs", include_str!("replica_events.rs")),
             ("replica_tests.rs", include_str!("replica_tests.rs")),
         ];
         for (file, text) in files {

@@ -32,11 +32,15 @@ use std::sync::Arc;
 
 use super::refusal::{RefusalKind, classify};
 use super::restart::clean_up_deletes;
-use crate::api::{CleanUpPolicy, ReplicaKey, ReplicaPhase, reason};
-use crate::builders::{MANAGER, PLACEMENT_EPOCH_LABEL};
+use crate::api::{CleanUpPolicy, ReplicaPhase, reason};
+use crate::builders::PLACEMENT_EPOCH_LABEL;
 use crate::lifecycle::machine::{Blocked, Intent, Refusal};
 use crate::observed::ObservedPod;
 use crate::status::ReplicaView;
+
+pub use super::replica_events::{
+    Created, Effect, Event, Failure, Identity, Object, PodSighting, Read, Report, ServiceSighting,
+};
 
 /// Declares a fieldless enum with `ALL`, every variant in order, so that
 /// tables over it cannot leave a new variant out.
@@ -49,189 +53,6 @@ macro_rules! listed {
             pub const ALL: &'static [$name] = &[$($name::$variant,)*];
         }
     };
-}
-
-/// Which replica this is, and where.
-#[derive(Clone, Debug)]
-pub struct Identity {
-    pub key: ReplicaKey,
-    pub epoch: u64,
-    pub namespace: String,
-    /// The pod's and the service's name.
-    pub name: String,
-    pub cluster: String,
-    /// Export the service to the clusterset (the member's `exportServices`).
-    pub export_services: bool,
-}
-
-/// A pod seen under the replica's name.
-#[derive(Clone, Debug)]
-pub struct PodSighting {
-    pub pod: Arc<ObservedPod>,
-    /// Made by this controller for this replica (its signature verifies).
-    pub ours: bool,
-}
-
-/// A service seen under the replica's name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServiceSighting {
-    pub uid: Option<String>,
-    pub ours: bool,
-}
-
-/// What a create answered.
-#[derive(Clone, Debug)]
-pub enum Created<T> {
-    /// The API made it.
-    Made(T),
-    /// The name was taken (409); this holds it.
-    Taken(T),
-    /// The name was taken, and free again when read.
-    Freed,
-    Failed(Failure),
-}
-
-impl<T> Created<T> {
-    /// The object made or found.
-    pub fn object(&self) -> Option<&T> {
-        match self {
-            Created::Made(object) | Created::Taken(object) => Some(object),
-            Created::Freed | Created::Failed(_) => None,
-        }
-    }
-
-    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Created<U> {
-        match self {
-            Created::Made(made) => Created::Made(f(made)),
-            Created::Taken(found) => Created::Taken(f(found)),
-            Created::Freed => Created::Freed,
-            Created::Failed(failure) => Created::Failed(failure),
-        }
-    }
-}
-
-/// Why a create did not end in an object.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Failure {
-    /// The API refused it: its code and message, and its status in words.
-    Refused {
-        code: u16,
-        message: String,
-        shown: String,
-    },
-    /// No answer, or one that does not read.
-    NoAnswer(String),
-    /// The object could not be built.
-    Unbuildable(String),
-}
-
-/// What a read of the name answered.
-#[derive(Clone, Debug)]
-pub enum Read<T> {
-    Found(T),
-    Nothing,
-    Failed(String),
-}
-
-impl<T> Read<T> {
-    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Read<U> {
-        match self {
-            Read::Found(found) => Read::Found(f(found)),
-            Read::Nothing => Read::Nothing,
-            Read::Failed(why) => Read::Failed(why),
-        }
-    }
-}
-
-/// The pod or the service.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Object {
-    Pod,
-    Service,
-}
-
-impl Object {
-    fn word(self) -> &'static str {
-        match self {
-            Object::Pod => "pod",
-            Object::Service => "service",
-        }
-    }
-}
-
-/// What happened. `R` is the actor's recipe of the pod and service.
-#[derive(Clone, Debug)]
-pub enum Event<R> {
-    /// The pod cache shows this pod under the name.
-    PodSeen(PodSighting),
-    /// The pod of `uid` under the name went (None: whatever pod was there).
-    PodGone {
-        uid: Option<String>,
-    },
-    /// A pod create was answered (a pod it made is ours, whatever it shows).
-    PodCreated(Created<PodSighting>),
-    PodRead(Read<PodSighting>),
-    ServiceCreated(Created<ServiceSighting>),
-    ServiceRead(Read<ServiceSighting>),
-    /// A delete of the service was answered (done, gone, or refused).
-    ServiceDeleted,
-    /// The job replaces the pod of `uid`; the next one is made from
-    /// `recipe` (None: it could not be built, and the job was told).
-    Restart {
-        uid: String,
-        recipe: Option<R>,
-    },
-    /// The job ended: the clean-up policy decides, by the pod's state,
-    /// whether pod and service go.
-    Finish(CleanUpPolicy),
-    /// Delete pod and service, then report torn down.
-    TearDown,
-    /// The backoff after a refused create has passed.
-    RetryDue(Object),
-}
-
-/// What the replica tells its job.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Report {
-    pub view: ReplicaView,
-    /// Its pod or service cannot be created now (it tries again).
-    pub blocked: Option<Blocked>,
-    /// The cluster refused its pod or service for good.
-    pub refusal: Option<Refusal>,
-}
-
-/// What the actor must do.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Effect<R> {
-    CreatePod(R),
-    CreateService(R),
-    /// Delete the pod of this uid (and no other: the uid is a precondition).
-    DeletePod {
-        uid: String,
-    },
-    /// Read the pod of the name: the pod cache may not show yet one an
-    /// earlier controller made.
-    ReadPod,
-    ReadService,
-    DeleteService {
-        uid: String,
-    },
-    /// Export the service just answered to the clusterset.
-    ExportService,
-    Report(Box<Report>),
-    /// Feed `RetryDue(object)` after the backoff of `tries` failures.
-    RetryAfter {
-        object: Object,
-        tries: u32,
-    },
-    /// The replica's namespace is missing on its cluster.
-    NamespaceMissing,
-    Log {
-        warning: bool,
-        message: String,
-    },
-    /// Pod and service are gone: tell the job, and stop.
-    TornDown,
 }
 
 listed! {
@@ -458,7 +279,7 @@ impl<R: Clone> ReplicaState<R> {
             }
             self.pod = PodState::Foreign { cached: true };
             if matches!(self.goal, Goal::Run { .. }) && !self.creating {
-                self.block(Object::Pod, self.name_taken(Object::Pod));
+                self.block(Object::Pod, self.id.name_taken(Object::Pod));
             }
             return;
         }
@@ -529,7 +350,7 @@ impl<R: Clone> ReplicaState<R> {
                 if matches!(self.pod, PodState::Absent | PodState::Reading) {
                     self.pod = PodState::Foreign { cached: false };
                 }
-                self.block(Object::Pod, self.name_taken(Object::Pod));
+                self.block(Object::Pod, self.id.name_taken(Object::Pod));
                 if matches!(self.pod, PodState::Foreign { cached: false }) {
                     self.retry(Object::Pod);
                 }
@@ -581,7 +402,7 @@ impl<R: Clone> ReplicaState<R> {
             }
             Created::Taken(_) => {
                 self.service = ServiceState::ToCreate(recipe);
-                self.block(Object::Service, self.name_taken(Object::Service));
+                self.block(Object::Service, self.id.name_taken(Object::Service));
                 self.retry(Object::Service);
             }
             Created::Freed => {
@@ -796,8 +617,10 @@ impl<R: Clone> ReplicaState<R> {
         let kind = object.word();
         let blocked = match failure {
             Failure::Unbuildable(why) => {
-                self.refusal =
-                    Some(self.refusal_of(true, format!("its {kind} cannot be built: {why}")));
+                self.refusal = Some(
+                    self.id
+                        .refusal(true, format!("its {kind} cannot be built: {why}")),
+                );
                 return;
             }
             Failure::Refused {
@@ -810,7 +633,7 @@ impl<R: Clone> ReplicaState<R> {
                         "cluster {cluster} refused to create {kind} {namespace}/{name}: {shown}"
                     );
                     self.log(true, message.clone());
-                    self.refusal = Some(self.refusal_of(class == RefusalKind::Everywhere, message));
+                    self.refusal = Some(self.id.refusal(class == RefusalKind::Everywhere, message));
                     return;
                 }
                 RefusalKind::NamespaceMissing => {
@@ -840,34 +663,6 @@ impl<R: Clone> ReplicaState<R> {
         };
         self.block(object, blocked);
         self.retry(object);
-    }
-
-    fn refusal_of(&self, everywhere: bool, message: String) -> Refusal {
-        Refusal {
-            key: self.id.key,
-            epoch: self.id.epoch,
-            cluster: self.id.cluster.clone(),
-            everywhere,
-            message,
-        }
-    }
-
-    fn name_taken(&self, object: Object) -> Blocked {
-        let Identity {
-            namespace,
-            name,
-            cluster,
-            key,
-            ..
-        } = &self.id;
-        Blocked {
-            reason: reason::OBJECT_NAME_TAKEN,
-            message: format!(
-                "{} {namespace}/{name} on cluster {cluster} exists and is not managed by \
-                 {MANAGER}; replica {key} waits for the name to be free",
-                object.word()
-            ),
-        }
     }
 
     fn block(&mut self, object: Object, blocked: Blocked) {

@@ -9,8 +9,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use proptest::prelude::*;
 
 use super::*;
-use crate::api::ReplicaType;
-use crate::builders::MANAGED_BY_LABEL;
+use crate::api::{ReplicaKey, ReplicaType};
+use crate::builders::{MANAGED_BY_LABEL, MANAGER};
 use crate::lifecycle::machine::PodMode;
 
 /// The replica's placement epoch; pods of epoch 1 are an earlier placement's.
