@@ -15,6 +15,11 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jiff::Timestamp;
 use ring::hmac;
 
+use crate::api::ReplicaKey;
+use crate::builders::{MANAGED_BY_LABEL, MANAGER, PLACEMENT_EPOCH_LABEL};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::sync::Arc;
+
 /// The annotation that carries an object's signature.
 pub const SIGNATURE_ANNOTATION: &str = "federation.tfjob.io/signature";
 
@@ -100,6 +105,46 @@ pub fn new_key() -> Result<[u8; 32], ring::error::Unspecified> {
     let mut key = [0u8; 32];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)?;
     Ok(key)
+}
+
+/// Which objects under a replica's name are its own: made by this
+/// controller for this replica (labels, and a signature that verifies), so
+/// a user's pod that copies the labels is never adopted.
+#[derive(Clone)]
+pub struct Trust {
+    pub signer: Arc<Signer>,
+    pub job_uid: String,
+    pub replica: ReplicaKey,
+}
+
+impl Trust {
+    pub fn owns(&self, object: &impl kube::ResourceExt, kind: &str) -> bool {
+        let labels = object.labels();
+        if labels.get(MANAGED_BY_LABEL).map(String::as_str) != Some(MANAGER) {
+            return false;
+        }
+        let epoch = labels.get(PLACEMENT_EPOCH_LABEL).map_or("", String::as_str);
+        let subject = subject(&self.job_uid, &self.replica.to_string(), epoch, kind);
+        let signature = object
+            .annotations()
+            .get(SIGNATURE_ANNOTATION)
+            .map(String::as_str);
+        let created = object.meta().creation_timestamp.as_ref().map(|t| t.0);
+        self.signer.trusts(&subject, signature, created)
+    }
+
+    /// Signs an object this controller is about to create.
+    pub fn sign(&self, meta: &mut ObjectMeta, epoch: u64, kind: &str) {
+        let subject = subject(
+            &self.job_uid,
+            &self.replica.to_string(),
+            &epoch.to_string(),
+            kind,
+        );
+        meta.annotations
+            .get_or_insert_with(Default::default)
+            .insert(SIGNATURE_ANNOTATION.to_string(), self.signer.sign(&subject));
+    }
 }
 
 #[cfg(test)]

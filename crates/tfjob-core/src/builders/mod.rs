@@ -20,6 +20,7 @@
 
 mod pod;
 mod pod_group;
+mod recipe;
 mod service;
 mod tensorboard;
 mod tf_config;
@@ -40,6 +41,7 @@ pub use pod::{PodMode, PodParams, build_pod};
 pub use pod_group::{
     GROUP_NAME_LABEL, QUEUE_LABEL, T9K_SCHEDULER_NAME, build_pod_group, pod_group_resource,
 };
+pub use recipe::{Desired, Recipe, RecipeError};
 pub use service::{build_service, build_service_export, service_export_resource};
 pub use tensorboard::{build_tensorboard, tensorboard_resource};
 pub use tf_config::{TF_CONFIG_ENV, tf_config};

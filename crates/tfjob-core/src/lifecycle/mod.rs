@@ -1,9 +1,12 @@
 //! A job's lifecycle, decided without I/O: what follows a replica's exit
 //! (`restart`) and the job's state machine (`machine`), which the
-//! `JobActor` only carries out.
+//! `JobActor` only carries out, and each replica's pod and service
+//! (`replica`), which the `ReplicaActor` carries out.
 
 pub mod machine;
 pub mod refusal;
+pub mod replica;
+mod replica_events;
 mod restart;
 
 pub use restart::*;
