@@ -1287,6 +1287,85 @@ async fn replicas_edit_on_a_running_job_is_refused(ground: Ground) {
     assert_eq!(uids(&env.job_pods("fixed").await), before);
 }
 
+/// An edit of a field a running job may change that does not validate
+/// (a `resumeSpecs` entry for a replica type the job lacks) is refused like
+/// a `replicaSpecs` edit: the job says so and runs on with the pods it had.
+async fn an_invalid_edit_of_a_running_job_is_refused(ground: Ground) {
+    let mut findings = Findings::new("an_invalid_edit_of_a_running_job_is_refused");
+    let env = Setup::on(ground)
+        .own_namespace("invalid-edit")
+        .start()
+        .await;
+    let spec = json!({"replicaSpecs": [replica("worker", 2, &[PENDING, FOREVER])]});
+    env.submit(&job("steady", spec)).await;
+    env.wait_phase("steady", JobPhase::Running).await;
+    let before = uids(
+        &env.wait_pod_names("steady", &["steady-worker-0", "steady-worker-1"])
+            .await,
+    );
+    let uid = env.job("steady").await.uid().unwrap_or_default();
+    merge_spec(
+        &env,
+        "steady",
+        json!({"runMode": {"pause": {"enabled": false, "resumeSpecs": [{"type": "evaluator"}]}}}),
+    )
+    .await;
+    let field = "spec.runMode.pause.resumeSpecs[0].type";
+    match event_soon(&env, &uid, "SpecChangeRefused", Duration::from_secs(10)).await {
+        Some(event) => {
+            let note = event.note.unwrap_or_default();
+            findings.check(
+                event.type_.as_deref() == Some("Warning") && note.contains(field),
+                format!(
+                    "SpecChangeRefused Event {:?}: {note:?}, want a Warning naming {field}",
+                    event.type_
+                ),
+            );
+        }
+        None => findings.check(
+            false,
+            format!(
+                "no SpecChangeRefused Event within 10s (Events: {:?})",
+                reasons(&env.events_about(&uid).await)
+            ),
+        ),
+    }
+    let refused = |c: &Condition| c.1 == "SpecChangeRefused" && c.2.contains(field);
+    if let Err(seen) = condition_soon(
+        &env,
+        "steady",
+        "Initialized",
+        Duration::from_secs(5),
+        refused,
+    )
+    .await
+    {
+        findings.check(
+            false,
+            format!(
+                "condition Initialized is {seen:?}, want reason SpecChangeRefused naming {field}"
+            ),
+        );
+    }
+    holds_for(
+        Duration::from_secs(3),
+        "the job runs on with its pods",
+        async || {
+            let job = env.job("steady").await;
+            let now = uids(&env.job_pods("steady").await);
+            if phase_of(&job) != Some(JobPhase::Running) || now != before {
+                return Err(format!(
+                    "phase {}, pods {now:?} (were {before:?})",
+                    phase_name(&job)
+                ));
+            }
+            Ok(())
+        },
+    )
+    .await;
+    findings.finish();
+}
+
 /// Where the API server let the edit through (a CRD installed before the
 /// rule existed, here the rules removed), the controller refuses it: the
 /// job keeps the replicaSpecs it started with.
@@ -1708,6 +1787,7 @@ on_both_grounds!(
     resume_obeys_the_run_mode,
     replicas_edit_on_a_running_job_is_refused,
     replicas_edit_let_through_is_refused_by_the_controller,
+    an_invalid_edit_of_a_running_job_is_refused,
     a_replica_failing_for_good_shows_replica_failure,
     restart_policy_always,
     foreign_pod_with_a_replica_name,
