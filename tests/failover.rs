@@ -248,6 +248,44 @@ async fn cluster_loss_without_restart_budget_fails_the_job(ground: Ground) {
     set_faults(&f.clients["member-1"], json!({"partitioned": false})).await;
 }
 
+/// A member lost while debug mode replaces a job's pods: the switch cannot
+/// tear down the pods there, and the job, instead of waiting for that member
+/// with the same placement, is placed anew on the clusters that answer. The
+/// switch replaces every pod anyway: no restart is counted.
+async fn a_member_lost_during_a_debug_switch_is_failed_over(ground: Ground) {
+    let f = start(ground, "").await;
+    f.submit(gpu_job("switch", &[("worker", 2, 2)], json!({}), "300"))
+        .await;
+    f.wait_phase("switch", "Running", WAIT).await;
+    let placed = f.pod_names_on("switch", &CLUSTERS).await;
+    assert_eq!(
+        placed.keys().collect::<Vec<_>>(),
+        ["member-1"],
+        "Pack puts the job on member-1: {placed:?}"
+    );
+    set_faults(&f.clients["member-1"], json!({"partitioned": true})).await;
+    f.patch_spec("switch", json!({"runMode": {"debug": {"enabled": true}}}))
+        .await;
+    let moved = f
+        .wait_job("switch", "running again without member-1", FAILOVER, |j| {
+            running_without(j, 2, Some("member-1"))
+        })
+        .await;
+    assert_eq!(
+        backoff_count(&moved),
+        0,
+        "no restart counted: {}",
+        moved["status"]
+    );
+    let elsewhere = f.pod_names_on("switch", &["home", "member-2"]).await;
+    assert_eq!(
+        elsewhere.values().map(Vec::len).sum::<usize>(),
+        2,
+        "the debug pods run on the clusters that answer: {elsewhere:?}"
+    );
+    set_faults(&f.clients["member-1"], json!({"partitioned": false})).await;
+}
+
 /// A paused job has no pods, so losing the clusters it was placed on costs
 /// it nothing: it stays Paused with no restart counted, and at resume it is
 /// placed anew on the clusters that are reachable.
@@ -1342,6 +1380,7 @@ on_both_grounds!(
     a_failed_secret_read_at_start_up_changes_nothing,
     deleting_a_member_cluster_under_a_running_job,
     cluster_loss_without_restart_budget_fails_the_job,
+    a_member_lost_during_a_debug_switch_is_failed_over,
     paused_job_whose_clusters_are_lost,
     paused_job_is_never_placed_when_capacity_frees,
     failover_writes_epoch_and_restart_before_teardown,

@@ -500,6 +500,110 @@ async fn without_split_a_job_waits_with_reasons_then_runs_when_capacity_frees(gr
     );
 }
 
+/// A PodGroup the job's pods need cannot be made (the members lack T9k's
+/// PodGroup CRD): no pod is created, and the job says why; once the CRD is
+/// back the PodGroup is made and the pods follow; when the job ends, the
+/// members' PodGroups go with it.
+async fn a_pod_group_that_cannot_be_made_keeps_the_pods_back(ground: Ground) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
+    let crd_name = "podgroups.scheduler.tensorstack.dev";
+    let crds = |cluster: &str| Api::<CustomResourceDefinition>::all(f.clients[cluster].clone());
+    let mut saved = crds("member-1")
+        .get(crd_name)
+        .await
+        .expect("the PodGroup CRD");
+    saved.metadata = kube::api::ObjectMeta {
+        name: saved.metadata.name.clone(),
+        ..Default::default()
+    };
+    saved.status = None;
+    for member in ["member-1", "member-2"] {
+        crds(member)
+            .delete(crd_name, &Default::default())
+            .await
+            .expect("the CRD deleted");
+        eventually(
+            &format!("the PodGroup CRD gone on {member}"),
+            Duration::from_secs(30),
+            async || match crds(member).get_opt(crd_name).await {
+                Ok(None) => Ok(()),
+                other => Err(format!("{other:?}")),
+            },
+        )
+        .await;
+    }
+    f.submit(gpu_job(
+        "gang",
+        &[("worker", 2, 1)],
+        json!({"scheduler": {"t9kScheduler": {"queue": "default"}}}),
+        "2",
+    ))
+    .await;
+    let reason = |j: &serde_json::Value| {
+        j["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Initialized")
+            .map(|c| {
+                (
+                    c["reason"].as_str().unwrap_or_default().to_string(),
+                    c["message"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .unwrap_or_default()
+    };
+    let waiting = f
+        .wait_job(
+            "gang",
+            "Initialized False with reason PodGroupFailed",
+            Duration::from_secs(30),
+            |j| reason(j).0 == "PodGroupFailed",
+        )
+        .await;
+    assert!(
+        reason(&waiting).1.contains("PodGroup"),
+        "the message says why: {:?}",
+        reason(&waiting)
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        f.pods_on("gang", &["home", "member-1", "member-2"])
+            .await
+            .is_empty(),
+        "no pod while its PodGroup is missing: {:?}",
+        f.pod_names_on("gang", &["home", "member-1", "member-2"])
+            .await
+    );
+    for member in ["member-1", "member-2"] {
+        crds(member)
+            .create(&Default::default(), &saved)
+            .await
+            .expect("the CRD back");
+    }
+    f.wait_phase("gang", "Succeeded", Duration::from_secs(60))
+        .await;
+    let pod_groups = |cluster: &str| -> Api<kube::api::DynamicObject> {
+        Api::namespaced_with(
+            f.clients[cluster].clone(),
+            "default",
+            &tfjob_federator::builders::pod_group_resource(),
+        )
+    };
+    for member in ["member-1", "member-2"] {
+        eventually(
+            &format!("no PodGroup left on {member} once the job ended"),
+            Duration::from_secs(20),
+            async || match pod_groups(member).list(&Default::default()).await {
+                Ok(list) if list.items.is_empty() => Ok(()),
+                other => Err(format!("{:?}", other.map(|l| l.items.len()))),
+            },
+        )
+        .await;
+    }
+}
+
 async fn deleting_a_job_spread_over_clusters_leaves_nothing_anywhere(ground: Ground) {
     let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
     f.submit(gpu_job(
@@ -1609,6 +1713,7 @@ on_both_grounds!(
     a_job_larger_than_any_cluster_spans_two_with_cross_cluster_tf_config,
     without_split_a_job_waits_with_reasons_then_runs_when_capacity_frees,
     deleting_a_job_spread_over_clusters_leaves_nothing_anywhere,
+    a_pod_group_that_cannot_be_made_keeps_the_pods_back,
     spread_and_weighted_give_the_expected_counts_per_cluster,
     selector_names_and_unschedulable_are_respected,
     the_higher_priority_job_gets_freed_capacity_first,

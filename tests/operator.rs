@@ -712,7 +712,11 @@ async fn tensorboard_is_created_and_reported(ground: Ground) {
     env.wait_phase("noboard", JobPhase::Succeeded).await;
 
     install_schemaless_crd(&env.client, &tensorboard_resource()).await;
-    let uid = env.submit(&job("board", spec)).await.uid().expect("uid");
+    let uid = env
+        .submit(&job("board", spec.clone()))
+        .await
+        .uid()
+        .expect("uid");
     let boards: Api<DynamicObject> =
         Api::namespaced_with(env.client.clone(), &env.namespace, &tensorboard_resource());
     let created = eventually("the TensorBoard", WAIT, async || {
@@ -774,6 +778,21 @@ async fn tensorboard_is_created_and_reported(ground: Ground) {
     assert_eq!(ready.note.as_deref(), Some("TensorBoard [board] is ready"));
     assert_eq!(ready.action.as_deref(), Some("NOP"));
     env.wait_phase("board", JobPhase::Succeeded).await;
+
+    // A job created paused has its TensorBoard from admission on: the spec
+    // describes the TensorBoard to be created, placed or not.
+    let mut paused = spec;
+    paused["runMode"] = json!({"pause": {"enabled": true}});
+    env.submit(&job("paused-board", paused)).await;
+    env.wait_phase("paused-board", JobPhase::Paused).await;
+    eventually("the paused job's TensorBoard", WAIT, async || {
+        boards.get_opt("paused-board").await.ok().flatten()
+    })
+    .await;
+    assert!(
+        env.job_pods("paused-board").await.is_empty(),
+        "a paused job has no pods"
+    );
 }
 
 async fn invalid_specs_fail_with_invalid_spec_and_others_run(ground: Ground) {

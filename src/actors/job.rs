@@ -618,14 +618,26 @@ impl JobActor {
                         let name = group.name_any();
                         let what = format!("applying PodGroup {ns}/{name} on {cluster}");
                         let patch = Patch::Apply(&group);
-                        if let Err(e) = call::call(Kind::Write, backoff, &what, || {
+                        match call::call(Kind::Write, backoff, &what, || {
                             api.patch(&name, &params, &patch)
                         })
                         .await
                         {
-                            tracing::warn!(error = %e, "{what} refused");
-                            failed =
-                                Some(format!("{what}: {}", crate::telemetry::client::shown(&e)));
+                            Ok(Outcome::Done(_) | Outcome::Exists) => {}
+                            // An apply answered 404: the kind is not served there.
+                            Ok(Outcome::Gone) => {
+                                failed = Some(format!(
+                                    "{what}: the cluster does not serve PodGroups (is T9k's \
+                                     PodGroup CRD installed?)"
+                                ));
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "{what} refused");
+                                failed = Some(format!(
+                                    "{what}: {}",
+                                    crate::telemetry::client::shown(&e)
+                                ));
+                            }
                         }
                     }
                     Ok(None) => {}
