@@ -39,13 +39,7 @@ impl Step<'_> {
             "{why}; re-placing the job (restart {} of the job)",
             self.job.status.backoff_count
         );
-        self.set(
-            Cond::Running,
-            ConditionStatus::False,
-            reason::CLUSTER_LOST,
-            &message,
-        );
-        self.record(true, reason::CLUSTER_LOST, message);
+        self.warn_not_running(reason::CLUSTER_LOST, message);
         self.retire_for(Then::Place, assignment);
     }
 
@@ -172,13 +166,7 @@ impl Step<'_> {
             "{} while the replicas were being replaced: placing the job anew",
             self.lost_message(&assignment)
         );
-        self.set(
-            Cond::Running,
-            ConditionStatus::False,
-            reason::CLUSTER_LOST,
-            &message,
-        );
-        self.record(true, reason::CLUSTER_LOST, message);
+        self.warn_not_running(reason::CLUSTER_LOST, message);
         let epoch = self.job.epoch();
         self.set_placement(epoch, None);
         self.stop_clock();

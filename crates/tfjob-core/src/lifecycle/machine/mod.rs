@@ -305,6 +305,12 @@ impl Step<'_> {
         );
     }
 
+    /// `Running` False for `reason`, and a Warning Event saying the same.
+    fn warn_not_running(&mut self, reason: &'static str, message: String) {
+        self.set(Cond::Running, ConditionStatus::False, reason, &message);
+        self.record(true, reason, message);
+    }
+
     fn condition_is(&self, kind: Cond, status: ConditionStatus) -> bool {
         status::condition(&self.job.status.conditions, kind).is_some_and(|c| c.status == status)
     }

@@ -42,13 +42,7 @@ impl Step<'_> {
         self.job.excluded.insert(cluster.clone(), why.clone());
         let message = format!("cluster {cluster} {why}; placing the job without {cluster}");
         self.job.status.phase = Some(JobPhase::Pending);
-        self.set(
-            Cond::Running,
-            ConditionStatus::False,
-            reason::CREATE_REFUSED,
-            &message,
-        );
-        self.record(true, reason::CREATE_REFUSED, message);
+        self.warn_not_running(reason::CREATE_REFUSED, message);
         self.release();
         let assignment = self.assignment().unwrap_or_default();
         self.retire_for(Then::Place, assignment);
