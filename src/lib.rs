@@ -17,5 +17,5 @@ pub mod telemetry;
 
 pub use tfjob_core::{
     api, builders, capacity, isolation, lifecycle, member_health, member_identity, observed,
-    placement, quantity, record, shown_error, signing, status, sweep, validation,
+    placement, quantity, record, shown_error, signing, status, sweep, validation, what_if,
 };

@@ -144,11 +144,31 @@ enum Command {
         #[arg(long)]
         leader_elect_identity: Option<String>,
     },
-    /// Dry run: where each replica of a job would go, and why other clusters are passed over.
+    /// Dry run: where each replica of a job would go, and why other clusters
+    /// are passed over; or, with --lose, what losing clusters now would do
+    /// to the running jobs.
     Plan {
         /// The job manifest (YAML).
-        #[arg(short = 'f', long = "filename")]
-        file: PathBuf,
+        #[arg(
+            short = 'f',
+            long = "filename",
+            required_unless_present = "lose",
+            conflicts_with = "lose"
+        )]
+        file: Option<PathBuf>,
+        /// Clusters to suppose lost now (comma-separated): which replicas of
+        /// each running job would move and where, whole or partial, the
+        /// restart counts after, and which jobs would fail.
+        #[arg(long, value_delimiter = ',', num_args = 1..)]
+        lose: Option<Vec<String>>,
+        /// With --lose: only this job.
+        job: Option<String>,
+        /// With --lose: only jobs in this namespace (default: every namespace).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+        /// With --lose: `json` prints the predictions as JSON.
+        #[arg(short = 'o', long)]
+        output: Option<String>,
         /// Kubeconfig of the home cluster (default: the usual inference).
         #[arg(long)]
         kubeconfig: Option<PathBuf>,
@@ -337,10 +357,46 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Plan {
             file,
+            lose: Some(lose),
+            job,
+            namespace,
+            output,
             kubeconfig,
             config,
+        } if file.is_none() => {
+            let config = ControllerConfig::load(config.as_deref())?;
+            let lost = lose.into_iter().collect();
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            runtime.block_on(async move {
+                let home = controller::client(kubeconfig.as_deref(), None).await?;
+                let predictions = plan::predict_loss(
+                    &home,
+                    &config.home_cluster_name,
+                    config.home_is_target,
+                    &lost,
+                    namespace.as_deref(),
+                    job.as_deref(),
+                )
+                .await?;
+                match output.as_deref() {
+                    Some("json") => println!("{}", serde_json::to_string_pretty(&predictions)?),
+                    Some(other) => anyhow::bail!("unknown output format {other:?} (json)"),
+                    None => print!("{}", plan::loss_report(&lost, &predictions)),
+                }
+                Ok(())
+            })
+        }
+        Command::Plan {
+            file,
+            kubeconfig,
+            config,
+            ..
         } => {
             let config = ControllerConfig::load(config.as_deref())?;
+            let file = file.context("plan needs -f FILE or --lose CLUSTERS")?;
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading {}", file.display()))?;
             let job: api::TensorFlowTrainingJob = serde_yaml::from_str(&text)

@@ -389,7 +389,10 @@ fn kustomize_overlay_moves_the_controller_to_ml_platform() {
 
 /// `kubectl apply --server-side --dry-run=server` of a kustomize directory
 /// on the real cluster: every object accepted. A dry run creates no
-/// namespace, so the namespaces the objects go to exist first.
+/// namespace, so the namespaces the objects go to exist first. The cluster
+/// is shared with the helm install test, whose release may own the same
+/// objects by then: a conflict with its field manager says nothing of
+/// whether the server accepts ours, so the dry run forces them.
 fn server_accepts(kubeconfig: &Path, dir: &str) {
     let kubeconfig = kubeconfig.to_str().expect("a UTF-8 path");
     let objects = kustomize(dir);
@@ -401,6 +404,7 @@ fn server_accepts(kubeconfig: &Path, dir: &str) {
             "apply",
             "--server-side",
             "--dry-run=server",
+            "--force-conflicts",
             "-k",
             dir,
         ],

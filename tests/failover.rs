@@ -1367,7 +1367,284 @@ async fn a_member_namespace_deleted_under_a_running_job(ground: Ground) {
     let _ = jobs.delete("homeless", &Default::default()).await;
 }
 
+/// The uid and restart-free identity of each of the job's pods on `cluster`,
+/// by pod name.
+async fn uids_on(f: &Federation, job: &str, cluster: &str) -> BTreeMap<String, String> {
+    f.pods_on(job, &[cluster])
+        .await
+        .into_values()
+        .flatten()
+        .filter(|pod| !deleting(pod))
+        .map(|pod| (name_of(&pod), pod.metadata.uid.clone().unwrap_or_default()))
+        .collect()
+}
+
+/// `status.tasks[type].restartCount`.
+fn restart_count(job: &Value, replica_type: &str) -> i64 {
+    job["status"]["tasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["type"] == replica_type)
+        .and_then(|t| t["restartCount"].as_i64())
+        .unwrap_or(0)
+}
+
+/// Each replica's recorded cluster.
+fn assignment_of(job: &Value) -> BTreeMap<String, String> {
+    job["status"]["placement"]["assignment"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+        .collect()
+}
+
+/// The federation with home a target too (each cluster 4 GPUs), so that a
+/// replica moved off a lost member has room.
+async fn start_with_home(ground: Ground) -> Federation {
+    let f = federation(ground).settings(FAST_LOSS).start().await;
+    if ground == Ground::Real {
+        remove_status_only_policy(&f.clients["home"]).await;
+    }
+    f
+}
+
+/// A parameter-server job split by Pack (6 GPUs do not fit one cluster's
+/// 4): the chief and worker-0 with the ps on home, worker-1 alone on a
+/// member (returned second).
+async fn split_ps_job(f: &Federation, name: &str, failover: &str) -> (String, String) {
+    f.export_services().await;
+    f.submit(gpu_job(
+        name,
+        &[("chief", 1, 2), ("ps", 1, 0), ("worker", 2, 2)],
+        json!({"scheduler": {"federation": {"failover": failover}}, "runPolicy": {"cleanUpPolicy": "none", "backoffLimit": 3}}),
+        "60",
+    ))
+    .await;
+    let running = f.wait_phase(name, "Running", WAIT).await;
+    let placed = assignment_of(&running);
+    let alone = placed["worker-1"].clone();
+    let rest = placed["chief-0"].clone();
+    assert!(
+        alone.starts_with("member-")
+            && alone != rest
+            && placed["ps-0"] == rest
+            && placed["worker-0"] == rest,
+        "Pack splits the job, worker-1 alone on a member: {placed:?}"
+    );
+    (rest, alone)
+}
+
+/// Losing the member that holds the ps moves the whole job, even under
+/// `failover: LostReplicas`: the training state lived there. (Spread over
+/// the members deals chief-0, worker-0, worker-1, ps-0 in turn: the ps on
+/// member-2, with worker-0.)
+async fn a_lost_ps_moves_the_whole_job_under_lost_replicas(ground: Ground) {
+    let f = start_with_home(ground).await;
+    f.export_services().await;
+    f.submit(gpu_job(
+        "ps-lost",
+        &[("chief", 1, 1), ("ps", 1, 0), ("worker", 2, 1)],
+        json!({"scheduler": {"federation": {"strategy": "Spread", "failover": "LostReplicas",
+            "clusterNames": ["member-1", "member-2"]}}, "runPolicy": {"cleanUpPolicy": "none", "backoffLimit": 3}}),
+        "300",
+    ))
+    .await;
+    let running = f.wait_phase("ps-lost", "Running", WAIT).await;
+    let placed = assignment_of(&running);
+    assert_eq!(
+        (placed["ps-0"].as_str(), placed["chief-0"].as_str()),
+        ("member-2", "member-1"),
+        "{placed:?}"
+    );
+    let kept = uids_on(&f, "ps-lost", "member-1").await;
+    set_faults(&f.clients["member-2"], json!({"partitioned": true})).await;
+    let moved = f
+        .wait_job("ps-lost", "re-placed whole on member-1", FAILOVER, |j| {
+            assignment_of(j).len() == 4
+                && assignment_of(j).values().all(|c| c == "member-1")
+                && phase_of(j) == "Running"
+        })
+        .await;
+    assert_eq!(backoff_count(&moved), 1, "{}", moved["status"]);
+    assert_eq!(
+        moved["status"]["placement"]["replicaEpochs"],
+        Value::Null,
+        "no replica kept its pod: {}",
+        moved["status"]["placement"]
+    );
+    let after = uids_on(&f, "ps-lost", "member-1").await;
+    assert!(
+        kept.iter().all(|(pod, uid)| after.get(pod) != Some(uid)),
+        "the chief's and worker-1's pods were replaced too: {kept:?} -> {after:?}"
+    );
+    set_faults(&f.clients["member-2"], json!({"partitioned": false})).await;
+}
+
+/// `tfjob-federator plan --lose CLUSTER -o json` against the federation.
+fn plan_lose(f: &Federation, cluster: &str) -> Vec<Value> {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
+        .args(["plan", "--lose", cluster, "-o", "json", "--kubeconfig"])
+        .arg(&f.controller_kubeconfig)
+        .arg("--config")
+        .arg(f.dir.join("controller.yaml"))
+        .output()
+        .expect("plan runs");
+    assert!(
+        output.status.success(),
+        "plan --lose failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice::<Vec<Value>>(&output.stdout).expect("predictions as JSON")
+}
+
+/// `plan --lose` says, before the loss, exactly what a member's loss then
+/// does to a mixed set of jobs: which replicas move and where, whole or
+/// partial, the restart counts after, and which jobs fail. Home takes
+/// replicas too, so that what moves has somewhere to go. Under
+/// `failover: LostReplicas` the worker alone on the lost member moves and
+/// the chief, the ps and worker-0 keep their pods (same uids, own epoch,
+/// no restart); under `Job` the whole job restarts; both then succeed.
+async fn plan_lose_predicts_what_a_loss_does(ground: Ground) {
+    let f = start_with_home(ground).await;
+    let (rest, alone) = split_ps_job(&f, "part", "LostReplicas").await;
+    let spread = |failover: &str, backoff: i64| {
+        json!({"scheduler": {"federation": {"strategy": "Spread", "failover": failover}},
+            "runPolicy": {"cleanUpPolicy": "none", "backoffLimit": backoff}})
+    };
+    f.submit(gpu_job(
+        "whole",
+        &[("worker", 3, 0)],
+        spread("Job", 3),
+        "40",
+    ))
+    .await;
+    f.submit(gpu_job(
+        "spent",
+        &[("worker", 3, 0)],
+        spread("LostReplicas", 0),
+        "300",
+    ))
+    .await;
+    f.submit(gpu_job(
+        "far",
+        &[("worker", 1, 0)],
+        json!({"scheduler": {"federation": {"clusterNames": ["home"]}}}),
+        "300",
+    ))
+    .await;
+    let jobs = ["part", "whole", "spent", "far"];
+    for job in jobs {
+        f.wait_phase(job, "Running", WAIT).await;
+    }
+    let before: BTreeMap<&str, Value> = {
+        let mut before = BTreeMap::new();
+        for job in jobs {
+            before.insert(job, f.job(job).await);
+        }
+        before
+    };
+    let predicted: BTreeMap<String, Value> = plan_lose(&f, &alone)
+        .into_iter()
+        .map(|p| (p["job"].as_str().unwrap_or_default().to_string(), p))
+        .collect();
+    let of = |job: &str| predicted[&format!("{}/{job}", f.namespace)].clone();
+    assert_eq!(
+        jobs.map(|j| of(j)["result"].as_str().unwrap_or_default().to_string()),
+        ["moves", "moves", "fails", "untouched"],
+        "{predicted:#?}"
+    );
+    assert_eq!(of("part")["whole"], false, "{predicted:#?}");
+    assert_eq!(of("whole")["whole"], true, "{predicted:#?}");
+
+    let kept = uids_on(&f, "part", &rest).await;
+    assert_eq!(kept.len(), 3, "{kept:?}");
+    set_faults(&f.clients[alone.as_str()], json!({"partitioned": true})).await;
+    let failed = f.wait_phase("spent", "Failed", FAILOVER).await;
+    assert_eq!(
+        condition(&failed, "Failed").and_then(|c| c["reason"].as_str()),
+        Some("ClusterLost")
+    );
+    for job in ["part", "whole"] {
+        let prediction = of(job);
+        let moved: BTreeMap<String, Value> = prediction["moved"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let after = f
+            .wait_job(job, "the predicted placement", FAILOVER, |j| {
+                let placed = assignment_of(j);
+                phase_of(j) == "Running"
+                    && moved
+                        .iter()
+                        .all(|(r, c)| placed.get(r).map(String::as_str) == c.as_str())
+            })
+            .await;
+        let placed = assignment_of(&after);
+        for (replica, cluster) in assignment_of(&before[job]) {
+            if !moved.contains_key(&replica) {
+                assert_eq!(placed[&replica], cluster, "{job}: {replica} stays");
+            }
+        }
+        assert_eq!(
+            backoff_count(&after),
+            prediction["backoffCount"].as_i64().unwrap_or(-1),
+            "{job}: {}",
+            after["status"]
+        );
+        for (replica_type, count) in prediction["restartCounts"]
+            .as_object()
+            .into_iter()
+            .flatten()
+        {
+            assert_eq!(
+                restart_count(&after, replica_type),
+                count.as_i64().unwrap_or(-1),
+                "{job}: {replica_type}'s restarts, {}",
+                after["status"]
+            );
+        }
+    }
+    let far = f.job("far").await;
+    assert_eq!(
+        (assignment_of(&far), backoff_count(&far)),
+        (assignment_of(&before["far"]), 0),
+        "untouched"
+    );
+
+    let part = f.job("part").await;
+    let epoch = recorded_epoch(&part).expect("an epoch");
+    for replica in ["chief-0", "ps-0", "worker-0"] {
+        assert_eq!(
+            part["status"]["placement"]["replicaEpochs"][replica].as_u64(),
+            Some(epoch - 1),
+            "{replica} keeps its epoch: {}",
+            part["status"]["placement"]
+        );
+    }
+    let after = uids_on(&f, "part", &rest).await;
+    for (pod, uid) in &kept {
+        assert_eq!(after.get(pod), Some(uid), "{pod} kept its pod: {after:?}");
+    }
+    assert_eq!(
+        (restart_count(&part, "chief"), restart_count(&part, "ps")),
+        (0, 0),
+        "{}",
+        part["status"]
+    );
+    for job in ["part", "whole"] {
+        f.wait_phase(job, "Succeeded", Duration::from_secs(90))
+            .await;
+    }
+    set_faults(&f.clients[alone.as_str()], json!({"partitioned": false})).await;
+}
+
 on_both_grounds!(
+    plan_lose_predicts_what_a_loss_does,
+    a_lost_ps_moves_the_whole_job_under_lost_replicas,
     a_member_namespace_deleted_under_a_running_job,
     a_finalizer_removed_by_hand_leaves_nothing_behind,
     a_member_runs_only_what_its_pod_policy_allows,

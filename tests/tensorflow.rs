@@ -13,9 +13,8 @@ use std::time::{Duration, Instant};
 
 use common::federation::*;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde_json::{Value, json};
-use tfjob_federator::api::MemberCluster;
 
 /// Each test's limit (the issue's: three minutes on our 2-core machine).
 const TEST_LIMIT: Duration = Duration::from_secs(180);
@@ -61,18 +60,7 @@ async fn tf_federation() -> Federation {
         .settings(HOME_NOT_TARGET)
         .start()
         .await;
-    let members: Api<MemberCluster> = Api::all(f.client.clone());
-    for member in ["member-1", "member-2"] {
-        members
-            .patch(
-                member,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"exportServices": true}})),
-            )
-            .await
-            .expect("exportServices");
-        observed(&members, member).await;
-    }
+    f.export_services().await;
     real::grant_member_logs(real::three_clusters().await, &["member-1", "member-2"]).await;
     f
 }

@@ -26,12 +26,13 @@ use super::replica::{
     TornDown, Trust,
 };
 use crate::api::{
-    ListedJob, ReplicaKey, ReplicaSpec, TensorFlowTrainingJob, TensorFlowTrainingJobStatus,
+    FailoverScope, ListedJob, ReplicaKey, ReplicaSpec, TensorFlowTrainingJob,
+    TensorFlowTrainingJobStatus,
 };
 use crate::builders::{self, Topology};
 use crate::lifecycle::machine::{
-    Assignment, Effect, Event, Intent, JobState, Milestone, PodMode, Refusal, Replicas, Spec,
-    Stage, reason,
+    Assignment, Effect, Epochs, Event, Intent, JobState, Milestone, PodMode, Refusal, Replicas,
+    Spec, Stage, reason,
 };
 use crate::record;
 use crate::signing::Signer;
@@ -268,7 +269,8 @@ impl JobActor {
     fn carry_out(&mut self, ctx: &mut Context<Self>, effect: Effect) {
         match effect {
             Effect::Admit => self.admit(ctx),
-            Effect::RequestPlacement { recorded: None } => self.ask_placement(ctx),
+            Effect::RequestPlacement { recorded: None } => self.ask_placement(ctx, None),
+            Effect::PlaceReplicas(keys) => self.ask_placement(ctx, Some(&keys)),
             Effect::RequestPlacement {
                 recorded: Some(recorded),
             } => self.resolve(ctx, recorded),
@@ -278,10 +280,10 @@ impl JobActor {
             }
             Effect::PrepareClusters(assignment) => self.prepare_clusters(ctx, &assignment),
             Effect::StartReplicas {
-                epoch,
+                epochs,
                 assignment,
                 intent,
-            } => self.start_replicas(ctx, epoch, &assignment, intent),
+            } => self.start_replicas(ctx, &epochs, &assignment, intent),
             Effect::RestartReplica { key, uid } => {
                 let Some(replica) = self.replicas.get(&key) else {
                     return;
@@ -489,8 +491,14 @@ impl JobActor {
         );
     }
 
-    fn ask_placement(&self, ctx: &Context<Self>) {
+    /// Asks for clusters for every replica, or for `only` these (a partial
+    /// failover's; the others keep theirs).
+    fn ask_placement(&self, ctx: &Context<Self>, only: Option<&BTreeSet<ReplicaKey>>) {
         let job = &self.valid_job;
+        let mut demands = crate::placement::demands(&self.running_job());
+        if let Some(only) = only {
+            demands.retain(|demand| only.contains(&demand.key));
+        }
         self.placer.do_send(Place {
             job_uid: job.uid().unwrap_or_default(),
             priority: job
@@ -504,7 +512,7 @@ impl JobActor {
                 .as_ref()
                 .map(|t| t.0.to_string())
                 .unwrap_or_default(),
-            demands: crate::placement::demands(&self.running_job()),
+            demands,
             policy: crate::placement::Policy {
                 excluded: self.machine.excluded().clone(),
                 ..crate::placement::Policy::of_job(job)
@@ -699,9 +707,17 @@ impl JobActor {
     }
 
     fn topology(&self, assignment: &Assignment) -> Topology {
-        let mut topology = Topology::new(self.shared.home.name.clone());
+        let home = &self.shared.home.name;
+        let mut topology = Topology::new(home.clone());
         for (key, cluster) in assignment {
             topology.assign(*key, cluster.clone());
+        }
+        // Replicas that may move one by one keep their addresses wherever
+        // they run (on members: home alone has no failover).
+        if self.valid_job.spec.failover_scope() == FailoverScope::LostReplicas
+            && assignment.values().any(|cluster| cluster != home)
+        {
+            topology.use_stable_addresses();
         }
         for (name, target) in &self.targets {
             topology.set_address_template(name.clone(), target.address_template.clone());
@@ -777,19 +793,27 @@ impl JobActor {
         }
     }
 
-    /// A replica actor for each replica of `assignment` that has none.
+    /// A replica actor for each replica of `assignment` that has none, of
+    /// its epoch in `epochs`. Pods are built for the whole placement: the
+    /// replicas that run already and those of `assignment`.
     fn start_replicas(
         &mut self,
         ctx: &mut Context<Self>,
-        epoch: u64,
+        epochs: &Epochs,
         assignment: &Assignment,
         intent: Intent,
     ) {
-        let (job, topology) = (self.running_job(), Arc::new(self.topology(assignment)));
-        let shared_assignment = Arc::new(assignment.clone());
-        // One recipe per cluster; one pod built and checked per replica type
-        // and cluster, the rest built only when each is created.
-        let mut recipes: BTreeMap<String, Arc<Recipe>> = BTreeMap::new();
+        let mut placement: Assignment = self
+            .replicas
+            .iter()
+            .map(|(key, replica)| (*key, replica.cluster.clone()))
+            .collect();
+        placement.extend(assignment.iter().map(|(k, c)| (*k, c.clone())));
+        let (job, topology) = (self.running_job(), Arc::new(self.topology(&placement)));
+        let shared_assignment = Arc::new(placement);
+        // One recipe per cluster and epoch; one pod built and checked per
+        // replica type and cluster, the rest built only when each is created.
+        let mut recipes: BTreeMap<(String, u64), Arc<Recipe>> = BTreeMap::new();
         let mut checked: BTreeSet<(crate::api::ReplicaType, String)> = BTreeSet::new();
         for (key, cluster) in assignment {
             if self.replicas.contains_key(key) {
@@ -799,6 +823,7 @@ impl JobActor {
                 tracing::warn!(job = %self.name(), %cluster, "no connection to the placement's cluster");
                 continue;
             };
+            let epoch = epochs.of(*key);
             let built_from = match intent {
                 Intent::Run(mode) => Some(BuiltFrom {
                     epoch,
@@ -809,7 +834,7 @@ impl JobActor {
             };
             let desired = match &built_from {
                 Some(from) => {
-                    let recipe = match recipes.get(cluster) {
+                    let recipe = match recipes.get(&(cluster.clone(), epoch)) {
                         Some(recipe) => Ok(recipe.clone()),
                         None => self.recipe(&job, &topology, cluster, from),
                     };
@@ -820,7 +845,7 @@ impl JobActor {
                             return;
                         }
                     };
-                    recipes.insert(cluster.clone(), recipe.clone());
+                    recipes.insert((cluster.clone(), epoch), recipe.clone());
                     if checked.insert((key.replica_type, cluster.clone()))
                         && let Err(event) = self.desired(&recipe, *key, cluster)
                     {
@@ -1283,7 +1308,17 @@ impl Handler<PlacementDecided> for JobActor {
                 assignment,
                 targets,
             }) => {
-                self.use_targets(targets);
+                if self.machine.moving() {
+                    // Clusters for moved replicas: the others keep theirs
+                    // (but the lost ones, which nothing is prepared on).
+                    let lost = self.shared.lost_clusters.borrow().clone();
+                    let mut all = self.targets.clone();
+                    all.retain(|name, _| !lost.contains(name));
+                    all.extend(targets);
+                    self.use_targets(all);
+                } else {
+                    self.use_targets(targets);
+                }
                 self.feed(ctx, Event::Placed(assignment));
             }
             Err(reasons) => self.feed(ctx, Event::Unplaceable(reasons)),

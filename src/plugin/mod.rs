@@ -90,11 +90,23 @@ pub enum Command {
         container: Option<String>,
     },
     /// Dry run: where each replica of the job in FILE would go, and why
-    /// other clusters are passed over (as `tfjob-federator plan`).
+    /// other clusters are passed over; or, with --lose, what losing those
+    /// clusters now would do to the running jobs (-n, -A, -o json apply)
+    /// (as `tfjob-federator plan`).
     Plan {
         /// The job manifest (YAML).
-        #[arg(short = 'f', long = "filename")]
-        file: PathBuf,
+        #[arg(
+            short = 'f',
+            long = "filename",
+            required_unless_present = "lose",
+            conflicts_with = "lose"
+        )]
+        file: Option<PathBuf>,
+        /// Clusters to suppose lost now (comma-separated).
+        #[arg(long, value_delimiter = ',', num_args = 1..)]
+        lose: Option<Vec<String>>,
+        /// With --lose: only this job.
+        job: Option<String>,
         /// The controller's settings (YAML), for the home cluster's name
         /// and whether home takes replicas (default: the defaults).
         #[arg(long)]
@@ -265,7 +277,36 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<(), PluginError> {
             };
             logs(&home, &job, replica.as_deref(), &params, out).await
         }
-        Command::Plan { file, config } => {
+        Command::Plan {
+            file: None,
+            lose: Some(lose),
+            job,
+            config,
+        } => {
+            let config = ControllerConfig::load(config.as_deref())?;
+            let lost = lose.into_iter().collect();
+            let namespace =
+                (!home.all_namespaces || job.is_some()).then_some(home.namespace.as_str());
+            let predictions = plan::predict_loss(
+                &home.client,
+                &config.home_cluster_name,
+                config.home_is_target,
+                &lost,
+                namespace,
+                job.as_deref(),
+            )
+            .await?;
+            let value = serde_json::to_value(&predictions).map_err(output_error)?;
+            if print_machine(&value, output, out)? {
+                return Ok(());
+            }
+            write!(out, "{}", plan::loss_report(&lost, &predictions)).map_err(output_error)
+        }
+        Command::Plan { file, config, .. } => {
+            let file = file.ok_or_else(|| PluginError::File {
+                path: "-f".into(),
+                error: "plan needs -f FILE or --lose CLUSTERS".into(),
+            })?;
             let path = file.display().to_string();
             let text = std::fs::read_to_string(&file).map_err(|e| PluginError::File {
                 path: path.clone(),

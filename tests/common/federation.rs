@@ -100,6 +100,24 @@ pub async fn observed(members: &Api<MemberCluster>, name: &str) {
 }
 
 impl Env<Json> {
+    /// Both members export their services (clusterset.local names resolve,
+    /// and `failover: LostReplicas` may place there), as the controller
+    /// has observed.
+    pub async fn export_services(&self) {
+        let members: Api<MemberCluster> = Api::all(self.client.clone());
+        for member in ["member-1", "member-2"] {
+            members
+                .patch(
+                    member,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"exportServices": true}})),
+                )
+                .await
+                .expect("exportServices");
+            observed(&members, member).await;
+        }
+    }
+
     /// The jobs in the test's namespace of home.
     pub fn jobs(&self) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), &self.namespace, &job_resource())

@@ -1,7 +1,8 @@
 //! The decisions of tfjob-federator, with no I/O: the API types and CRDs,
 //! validation, the builders of pods, services and PodGroups, the job's
 //! lifecycle state machine, a member's health machine, status, placement,
-//! the garbage sweep's rule, capacity, member isolation and object signing.
+//! the garbage sweep's rule, capacity, member isolation, object signing and
+//! what losing clusters would do (`what_if`).
 //! Actors in the product crate carry the decisions out; nothing here holds a
 //! client, a runtime or an actor (the manifest has no kube client, tokio or
 //! actix, and CI checks `cargo tree`).
@@ -26,3 +27,4 @@ pub mod signing;
 pub mod status;
 pub mod sweep;
 pub mod validation;
+pub mod what_if;

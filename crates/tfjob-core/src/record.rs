@@ -192,6 +192,7 @@ mod tests {
                 epoch: 2,
                 assignment: Some([("worker-0".to_string(), "member-1".to_string())].into()),
                 replica_specs_digest: Some(spec_digest("[]")),
+                replica_epochs: None,
                 active_seconds: None,
             }),
             ..Default::default()

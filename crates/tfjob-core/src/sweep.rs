@@ -4,19 +4,26 @@
 //! An object is garbage when its job (by uid) is gone from home — it was
 //! deleted while the member was unreachable — or, for replica objects, when
 //! it belongs to an older placement epoch than the job's — the job was
-//! re-placed after losing the member. Job-level objects (PodGroups) carry no
+//! re-placed after losing the member; a replica that kept its pod through a
+//! partial failover is judged by its own, older epoch. Job-level objects
+//! (PodGroups) carry no
 //! epoch; they are garbage on a cluster the job's current placement no
 //! longer uses. Objects without a job uid are not ours to judge.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::api::TensorFlowTrainingJobStatus;
-use crate::builders::{JOB_UID_LABEL, PLACEMENT_EPOCH_LABEL};
+use crate::builders::{
+    JOB_UID_LABEL, PLACEMENT_EPOCH_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL,
+};
 
 /// What the sweep needs to know of a job on home.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobRecord {
     pub epoch: u64,
+    /// The older epoch of each replica (`worker-1`) that kept its pod
+    /// through a partial failover.
+    pub kept: BTreeMap<String, u64>,
     /// The clusters of its current placement; None while undecided.
     pub clusters: Option<BTreeSet<String>>,
     /// The status is the controller's: else nothing of the job is garbage.
@@ -29,6 +36,9 @@ impl JobRecord {
         let recorded = status.and_then(|s| s.placement.as_ref());
         JobRecord {
             epoch: recorded.map_or(0, |p| p.epoch),
+            kept: recorded
+                .and_then(|p| p.replica_epochs.clone())
+                .unwrap_or_default(),
             clusters: recorded
                 .and_then(|p| p.assignment.as_ref())
                 .map(|a| a.values().cloned().collect()),
@@ -40,6 +50,7 @@ impl JobRecord {
     pub fn unverified() -> JobRecord {
         JobRecord {
             epoch: 0,
+            kept: BTreeMap::new(),
             clusters: None,
             verified: false,
         }
@@ -64,7 +75,17 @@ pub fn is_garbage(
         return false;
     }
     match labels.get(PLACEMENT_EPOCH_LABEL) {
-        Some(epoch) => epoch.parse::<u64>().is_ok_and(|e| e < job.epoch),
+        Some(epoch) => {
+            let replica = match (
+                labels.get(REPLICA_TYPE_LABEL),
+                labels.get(REPLICA_INDEX_LABEL),
+            ) {
+                (Some(replica_type), Some(index)) => format!("{replica_type}-{index}"),
+                _ => String::new(),
+            };
+            let current = job.kept.get(&replica).copied().unwrap_or(job.epoch);
+            epoch.parse::<u64>().is_ok_and(|e| e < current)
+        }
         None => job.clusters.as_ref().is_some_and(|c| !c.contains(cluster)),
     }
 }
@@ -86,6 +107,7 @@ mod tests {
             "uid-a".to_string(),
             JobRecord {
                 epoch: 2,
+                kept: [("chief-0".to_string(), 1)].into_iter().collect(),
                 clusters: Some(["member-2".to_string()].into_iter().collect()),
                 verified: true,
             },
@@ -115,6 +137,20 @@ mod tests {
         let current = labels(&[(JOB_UID_LABEL, "uid-a"), (PLACEMENT_EPOCH_LABEL, "2")]);
         assert!(is_garbage(&old, "member-1", &jobs()));
         assert!(!is_garbage(&current, "member-1", &jobs()));
+        // chief-0 kept its pod of epoch 1 through a partial failover to 2;
+        // worker-0's pod of epoch 1 was left on a lost cluster.
+        let replica = |t: &str, epoch: &str| {
+            labels(&[
+                (JOB_UID_LABEL, "uid-a"),
+                (REPLICA_TYPE_LABEL, t),
+                (REPLICA_INDEX_LABEL, "0"),
+                (PLACEMENT_EPOCH_LABEL, epoch),
+            ])
+        };
+        assert!(!is_garbage(&replica("chief", "1"), "member-1", &jobs()));
+        assert!(is_garbage(&replica("chief", "0"), "member-1", &jobs()));
+        assert!(is_garbage(&replica("worker", "1"), "member-1", &jobs()));
+        assert!(!is_garbage(&replica("worker", "2"), "member-1", &jobs()));
         let unreadable = labels(&[(JOB_UID_LABEL, "uid-a"), (PLACEMENT_EPOCH_LABEL, "x")]);
         assert!(
             !is_garbage(&unreadable, "member-1", &jobs()),
@@ -149,11 +185,13 @@ mod tests {
     #[test]
     fn a_job_record_reads_the_recorded_placement() {
         let status: TensorFlowTrainingJobStatus = serde_json::from_value(serde_json::json!(
-            {"placement": {"epoch": 5, "assignment": {"worker-0": "member-2"}}}
+            {"placement": {"epoch": 5, "assignment": {"worker-0": "member-2"},
+                           "replicaEpochs": {"chief-0": 4}}}
         ))
         .expect("a status");
         let record = JobRecord::of(Some(&status));
         assert_eq!(record.epoch, 5);
+        assert_eq!(record.kept.get("chief-0"), Some(&4));
         assert_eq!(
             record.clusters,
             Some(["member-2".to_string()].into_iter().collect())

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::api::{
-    CleanUpPolicy, FederationPolicy, FederationStrategy, MAX_REPLICAS,
+    CleanUpPolicy, FailoverScope, FederationPolicy, FederationStrategy, MAX_REPLICAS,
     MAX_TEMPLATE_BYTES_TIMES_REPLICAS, MAX_TOTAL_REPLICAS, MAX_WEIGHT, PodTemplate, ReplicaType,
     RestartPolicy, TENSORFLOW_CONTAINER, TensorFlowTrainingJob, TensorFlowTrainingJobSpec,
 };
@@ -480,6 +480,15 @@ fn check_scheduler(spec: &TensorFlowTrainingJobSpec, errors: &mut Errors) {
     }
     if let Some(federation) = spec.federation() {
         check_federation(federation, errors);
+        if federation.parsed_failover() == Some(FailoverScope::LostReplicas)
+            && spec.t9k_scheduler().is_some()
+        {
+            errors.invalid(
+                "spec.scheduler.federation.failover",
+                "\"LostReplicas\"",
+                "a gang-scheduled job (spec.scheduler.t9kScheduler) is placed and restarted whole: use Job",
+            );
+        }
     }
 }
 
@@ -497,6 +506,12 @@ fn check_federation(federation: &FederationPolicy, errors: &mut Errors) {
             );
         }
         Some(_) => {}
+    }
+    if let Some(failover) = &federation.failover
+        && FailoverScope::parse(failover).is_none()
+    {
+        let supported: Vec<&str> = FailoverScope::ALL.iter().map(|s| s.as_str()).collect();
+        errors.unsupported(format!("{path}.failover"), failover, &supported);
     }
     for (cluster, weight) in &federation.weights {
         let field = format!("{path}.weights[{cluster}]");
@@ -904,6 +919,38 @@ mod tests {
         let mut spec = valid_spec();
         spec["scheduler"] = json!({"t9kScheduler": {"queue": "default", "priority": 100}});
         assert_eq!(validate(&job("mnist", spec)), Ok(()));
+    }
+
+    #[test]
+    fn failover_scope_rules() {
+        let cases = [
+            (json!({"federation": {"failover": "LostReplicas"}}), vec![]),
+            (
+                json!({"federation": {"failover": "Job"}, "t9kScheduler": {"queue": "q"}}),
+                vec![],
+            ),
+            (
+                json!({"federation": {"failover": "Some"}}),
+                vec![
+                    r#"spec.scheduler.federation.failover: Unsupported value: "Some": supported values: "Job", "LostReplicas""#,
+                ],
+            ),
+            (
+                json!({"federation": {"failover": "LostReplicas"}, "t9kScheduler": {"queue": "q"}}),
+                vec![
+                    r#"spec.scheduler.federation.failover: Invalid value: "LostReplicas": a gang-scheduled job (spec.scheduler.t9kScheduler) is placed and restarted whole: use Job"#,
+                ],
+            ),
+        ];
+        for (scheduler, expected) in cases {
+            let mut spec = valid_spec();
+            spec["scheduler"] = scheduler.clone();
+            if expected.is_empty() {
+                assert_eq!(validate(&job("mnist", spec)), Ok(()), "{scheduler}");
+            } else {
+                assert_eq!(errors_for(spec), expected, "{scheduler}");
+            }
+        }
     }
 
     #[test]

@@ -224,6 +224,7 @@ impl MemberSupervisor {
                     .unwrap_or_default(),
                 ready: informers.is_some(),
                 unschedulable: spec.spec.unschedulable,
+                stable_addresses: spec.spec.gives_stable_addresses(),
                 nodes: informers
                     .map(|i| i.capacity.snapshot().nodes)
                     .unwrap_or_default(),

@@ -131,6 +131,15 @@ impl PodSecurityLevel {
     }
 }
 
+impl MemberClusterSpec {
+    /// Whether a replica here has the cluster-independent address that a
+    /// replica-by-replica failover keeps (`failover: LostReplicas`): the
+    /// MCS name of an exported Service.
+    pub fn gives_stable_addresses(&self) -> bool {
+        self.address_template == DEFAULT_ADDRESS_TEMPLATE && self.export_services
+    }
+}
+
 fn default_address_template() -> String {
     DEFAULT_ADDRESS_TEMPLATE.to_string()
 }

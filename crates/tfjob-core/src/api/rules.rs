@@ -11,7 +11,7 @@
 
 use serde_json::{Value, json};
 
-use super::{FederationStrategy, MAX_REPLICAS, ReplicaType, RestartPolicy};
+use super::{FailoverScope, FederationStrategy, MAX_REPLICAS, ReplicaType, RestartPolicy};
 
 /// The longest name a pod or service may have: a DNS-1035 label.
 const MAX_NAME: usize = 63;
@@ -125,6 +125,8 @@ pub fn add_door_rules(root: &mut Value) {
     if let Some(federation) = spec.pointer_mut("/properties/scheduler/properties/federation") {
         let strategies: Vec<&str> = FederationStrategy::ALL.iter().map(|s| s.as_str()).collect();
         federation["properties"]["strategy"]["enum"] = json!(strategies);
+        let scopes: Vec<&str> = FailoverScope::ALL.iter().map(|s| s.as_str()).collect();
+        federation["properties"]["failover"]["enum"] = json!(scopes);
         federation["properties"]["weights"]["additionalProperties"]["minimum"] = json!(0);
         federation["properties"]["weights"]["additionalProperties"]["maximum"] = json!(MAX_WEIGHT);
     }

@@ -328,6 +328,12 @@ pub struct FederationPolicy {
     /// Whether one job may span several clusters. Defaults to true.
     #[serde(default = "default_true")]
     pub allow_split: bool,
+    /// What losing a member cluster re-places: `Job` (the default: the
+    /// whole job, under a new placement epoch) or `LostReplicas` (only the
+    /// replicas that ran there, when none of them is the chief or a ps;
+    /// README "Partial failover").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<String>,
 }
 
 impl Default for FederationPolicy {
@@ -338,6 +344,7 @@ impl Default for FederationPolicy {
             cluster_names: Vec::new(),
             weights: BTreeMap::new(),
             allow_split: true,
+            failover: None,
         }
     }
 }
@@ -396,8 +403,9 @@ pub struct TensorFlowTrainingJobStatus {
 #[serde(rename_all = "camelCase")]
 pub struct PlacementRecord {
     /// The placement epoch: it goes up whenever the job's replicas are
-    /// replaced as a whole (failover, pause, a run-mode switch). Pods carry
-    /// it as their `federation.tfjob.io/placement-epoch` label.
+    /// replaced (failover, pause, a run-mode switch), as a whole or, in a
+    /// partial failover, some of them. Pods carry their replica's epoch as
+    /// their `federation.tfjob.io/placement-epoch` label.
     #[schemars(schema_with = "schema::counter")]
     pub epoch: u64,
     /// Each replica's cluster (`worker-0: member-1`); absent while the job
@@ -409,6 +417,12 @@ pub struct PlacementRecord {
     /// it has this digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica_specs_digest: Option<String>,
+    /// The epoch of each replica whose pod is older than `epoch`: those
+    /// that kept their pod through a partial failover
+    /// (`failover: LostReplicas`), which moved only the others. A replica
+    /// not named here is of `epoch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_epochs: Option<BTreeMap<String, u64>>,
     /// Seconds the job was active in its current span before the span's
     /// latest failover (a pause ends a span): `activeDeadlineSeconds` counts
     /// them with the time since `startTime`, so the time a failed-over job
@@ -826,6 +840,34 @@ impl FederationStrategy {
     }
 }
 
+/// What losing a member cluster re-places (`spec.scheduler.federation.failover`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FailoverScope {
+    /// The whole job, under a new placement epoch.
+    #[default]
+    Job,
+    /// Only the replicas on the lost clusters, when none of them holds the
+    /// training state (the chief, or a ps); else the whole job.
+    LostReplicas,
+}
+
+impl FailoverScope {
+    /// Every scope.
+    pub const ALL: [FailoverScope; 2] = [FailoverScope::Job, FailoverScope::LostReplicas];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailoverScope::Job => "Job",
+            FailoverScope::LostReplicas => "LostReplicas",
+        }
+    }
+
+    /// Parses a spec value (exact case).
+    pub fn parse(value: &str) -> Option<FailoverScope> {
+        FailoverScope::ALL.into_iter().find(|s| s.as_str() == value)
+    }
+}
+
 /// Which run mode is in effect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RunModeKind {
@@ -896,6 +938,14 @@ impl FederationPolicy {
     /// The parsed strategy; `None` when unknown (validation rejects it).
     pub fn parsed_strategy(&self) -> Option<FederationStrategy> {
         FederationStrategy::parse(&self.strategy)
+    }
+
+    /// The parsed failover scope (`Job` when unset); `None` when unknown
+    /// (validation rejects it).
+    pub fn parsed_failover(&self) -> Option<FailoverScope> {
+        self.failover
+            .as_deref()
+            .map_or(Some(FailoverScope::Job), FailoverScope::parse)
     }
 }
 
@@ -969,6 +1019,13 @@ impl TensorFlowTrainingJobSpec {
     /// The federation settings, if given.
     pub fn federation(&self) -> Option<&FederationPolicy> {
         self.scheduler.as_ref()?.federation.as_ref()
+    }
+
+    /// What losing a member cluster re-places (`Job` when unset or unknown).
+    pub fn failover_scope(&self) -> FailoverScope {
+        self.federation()
+            .and_then(FederationPolicy::parsed_failover)
+            .unwrap_or_default()
     }
 
     /// The clean-up policy (`Unfinished` when unset); `None` when unknown.

@@ -48,7 +48,7 @@ pub fn tf_config(
         .flat_map(|t| (0..job.spec.replicas_of(t)).map(move |i| ReplicaKey::new(t, i)))
         .map(|peer| topology.cluster_of(peer))
         .collect();
-    let spans_clusters = clusters.len() > 1;
+    let spans_clusters = clusters.len() > 1 || topology.stable_addresses();
     let mut cluster = BTreeMap::new();
     for replica_type in ReplicaType::ALL {
         let Some(spec) = job.spec.replica_spec(replica_type) else {
@@ -166,6 +166,28 @@ mod tests {
         ] {
             assert_eq!(cluster_of(task), expected, "{task:?}");
         }
+    }
+
+    /// Under `failover: LostReplicas` a worker may move from one member to
+    /// another while its peers keep running with the `TF_CONFIG` they
+    /// started with: every address is the cluster-independent one, also
+    /// when the replicas share one cluster, so the move changes no map.
+    #[test]
+    fn stable_addresses_do_not_change_when_a_replica_moves() {
+        let job = chief_workers_ps();
+        let config = |worker_1_on: &str| {
+            let mut topology = Topology::new("member-1");
+            topology
+                .assign(key(ReplicaType::Worker, 1), worker_1_on)
+                .use_stable_addresses();
+            tf_config(&job, key(ReplicaType::Chief, 0), &topology).expect("tf_config")
+        };
+        let before = config("member-2");
+        assert_eq!(before, config("member-1"));
+        assert_eq!(
+            before,
+            r#"{"cluster":{"chief":["mnist-chief-0.team-a.svc.clusterset.local:2222"],"ps":["mnist-ps-0.team-a.svc.clusterset.local:2222"],"worker":["mnist-worker-0.team-a.svc.clusterset.local:2222","mnist-worker-1.team-a.svc.clusterset.local:2222"]},"task":{"type":"chief","index":0},"environment":"cloud"}"#
+        );
     }
 
     #[test]

@@ -7,7 +7,10 @@
 //! `{cluster}` (the name of the cluster the replica runs on). The default,
 //! [`DEFAULT_ADDRESS_TEMPLATE`], is the Kubernetes multi-cluster services
 //! (MCS) name. Replicas of a job on one cluster use `<svc>.<ns>.svc`; a job
-//! over several clusters names every replica by its cluster's template.
+//! over several clusters names every replica by its cluster's template, and
+//! so does a job whose replicas may move one by one (`failover:
+//! LostReplicas`, see [`Topology::use_stable_addresses`]), so that a moved
+//! replica keeps its address in every peer's `TF_CONFIG`.
 
 use std::collections::BTreeMap;
 
@@ -29,6 +32,7 @@ pub struct Topology {
     default_cluster: String,
     clusters: BTreeMap<ReplicaKey, String>,
     address_templates: BTreeMap<String, String>,
+    stable_addresses: bool,
 }
 
 impl Topology {
@@ -38,7 +42,21 @@ impl Topology {
             default_cluster: default_cluster.into(),
             clusters: BTreeMap::new(),
             address_templates: BTreeMap::new(),
+            stable_addresses: false,
         }
+    }
+
+    /// Names every replica by its cluster's address template even when the
+    /// replicas share one cluster: their addresses then stay the same
+    /// wherever a replica moves (the templates are cluster-independent).
+    pub fn use_stable_addresses(&mut self) -> &mut Topology {
+        self.stable_addresses = true;
+        self
+    }
+
+    /// Whether every replica is named by its cluster's address template.
+    pub fn stable_addresses(&self) -> bool {
+        self.stable_addresses
     }
 
     /// Places one replica on `cluster`.

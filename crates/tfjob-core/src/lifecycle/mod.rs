@@ -1,14 +1,16 @@
 //! A job's lifecycle, decided without I/O: what follows a replica's exit
-//! (`restart`) and the job's state machine (`machine`), which the
+//! (`restart`) and a cluster's loss (`loss`), the job's state machine (`machine`), which the
 //! `JobActor` only carries out, and each replica's pod and service
 //! (`replica`), which the `ReplicaActor` carries out.
 
+pub mod loss;
 pub mod machine;
 pub mod refusal;
 pub mod replica;
 mod replica_events;
 mod restart;
 
+pub use loss::Loss;
 pub use restart::*;
 
 #[cfg(test)]

@@ -20,7 +20,13 @@ pub struct Budget {
 
 impl Budget {
     fn available(&self) -> bool {
-        self.limit.is_none_or(|limit| self.used < limit)
+        self.covers(1)
+    }
+
+    /// Whether `restarts` more stay within the limit.
+    pub fn covers(&self, restarts: i32) -> bool {
+        self.limit
+            .is_none_or(|limit| self.used.saturating_add(restarts) <= limit)
     }
 }
 
@@ -64,22 +70,6 @@ pub enum Verdict {
     FailJob { failure: Failure, message: String },
     /// Only the ReplicaFailure condition is set (evaluators, debug mode).
     ReplicaFailure { message: String },
-}
-
-/// A cluster holding replicas of an unfinished job was lost: the whole job
-/// is placed anew, counted as one restart, or fails when the budget is spent.
-/// `why` says which cluster and how (e.g. "member cluster member-1 was lost").
-pub fn on_cluster_lost(why: &str, budget: Budget) -> Verdict {
-    if budget.available() {
-        return Verdict::Restart;
-    }
-    Verdict::FailJob {
-        failure: Failure::ClusterLost,
-        message: format!(
-            "{why}; the backoff limit of {} restarts is reached",
-            budget.limit.unwrap_or(0)
-        ),
-    }
 }
 
 /// Decides what follows a replica's exit. The caller handles the master's
@@ -199,32 +189,6 @@ pub fn clean_up_deletes(policy: CleanUpPolicy, pod_phase: Option<&str>) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_lost_cluster_costs_one_restart_or_fails_the_job() {
-        let lost = "member cluster member-1 was lost";
-        let spare = Budget {
-            limit: Some(1),
-            used: 0,
-        };
-        assert_eq!(on_cluster_lost(lost, spare), Verdict::Restart);
-        let spent = Budget {
-            limit: Some(1),
-            used: 1,
-        };
-        match on_cluster_lost(lost, spent) {
-            Verdict::FailJob { failure, message } => {
-                assert_eq!(failure, Failure::ClusterLost);
-                assert!(message.contains("member-1"), "{message}");
-            }
-            other => panic!("expected the job to fail, got {other:?}"),
-        }
-        let unlimited = Budget {
-            limit: None,
-            used: 40,
-        };
-        assert_eq!(on_cluster_lost(lost, unlimited), Verdict::Restart);
-    }
 
     #[test]
     fn an_adopted_exit_is_restarted_only_if_its_restart_was_counted() {

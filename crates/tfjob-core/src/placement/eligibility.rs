@@ -68,6 +68,8 @@ pub(super) fn eligible<'a>(
             .is_some_and(|s| !selector_matches(s, &c.labels))
         {
             Some("not selected by clusterSelector")
+        } else if policy.stable_addresses && c.member && !c.stable_addresses {
+            Some(UNSTABLE_ADDRESSES)
         } else if !c.ready {
             Some("not Ready")
         } else if c.unschedulable {
@@ -93,6 +95,9 @@ pub(super) fn eligible<'a>(
     }
     out
 }
+
+/// Why a job that fails over replica by replica passes over a member.
+pub const UNSTABLE_ADDRESSES: &str = "spec.scheduler.federation.failover LostReplicas needs the clusterset.local address of an exported Service here (addressTemplate {service}.{namespace}.svc.clusterset.local, exportServices: true), so that a moved replica keeps its address";
 
 /// Why a job waits for a cluster its `clusterNames` lists but no
 /// MemberCluster has registered (yet): not for capacity.

@@ -24,7 +24,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::api::{FederationStrategy, ReplicaKey, ReplicaType, TensorFlowTrainingJob};
+use crate::api::{
+    FailoverScope, FederationStrategy, ReplicaKey, ReplicaType, TensorFlowTrainingJob,
+};
 use crate::capacity;
 
 mod eligibility;
@@ -35,7 +37,7 @@ mod tests;
 
 use eligibility::eligible;
 pub use eligibility::{SYSTEM_NAMESPACES, selector_matches};
-pub use ledger::Ledger;
+pub use ledger::{Ledger, charge};
 
 /// Resource amounts in milli-units, by resource name.
 pub use crate::capacity::Resources;
@@ -64,6 +66,10 @@ pub struct ClusterState {
     pub pod_security: BTreeMap<String, crate::api::PodSecurityLevel>,
     pub ready: bool,
     pub unschedulable: bool,
+    /// Replicas here have a cluster-independent address: the MCS name
+    /// (`{service}.{namespace}.svc.clusterset.local`) of an exported
+    /// Service (members).
+    pub stable_addresses: bool,
     /// Free capacity of each schedulable node.
     pub nodes: Vec<Resources>,
 }
@@ -95,6 +101,9 @@ pub struct Policy {
     /// Clusters that refused this job's pods for good, with why: the job
     /// is placed without them.
     pub excluded: BTreeMap<String, String>,
+    /// Only members whose replicas keep their address wherever they run
+    /// (`failover: LostReplicas`).
+    pub stable_addresses: bool,
 }
 
 impl Default for Policy {
@@ -109,6 +118,7 @@ impl Default for Policy {
             weights: BTreeMap::new(),
             allow_split: true,
             excluded: BTreeMap::new(),
+            stable_addresses: false,
         }
     }
 }
@@ -150,6 +160,7 @@ impl Policy {
                 .collect(),
             allow_split: f.allow_split,
             excluded: BTreeMap::new(),
+            stable_addresses: job.spec.failover_scope() == FailoverScope::LostReplicas,
         }
     }
 }

@@ -455,3 +455,29 @@ fn the_ledger_keeps_concurrent_jobs_from_over_committing() {
     ledger.release("job-a");
     assert!(place(&job(0, 0, 1), &ledger.apply(&clusters), &Policy::default()).is_ok());
 }
+
+#[test]
+fn replica_by_replica_failover_needs_members_with_stable_addresses() {
+    let member = |name: &str, stable: bool| ClusterState {
+        member: true,
+        stable_addresses: stable,
+        ..cluster(name, 2, 4)
+    };
+    let clusters = vec![member("member-1", false), member("member-2", true)];
+    let policy = Policy {
+        stable_addresses: true,
+        ..Policy::default()
+    };
+    let placed = place(&job(2, 1, 1), &clusters, &policy).expect("member-2 has room");
+    assert_eq!(
+        per_cluster(&placed),
+        BTreeMap::from([("member-2".into(), 4)])
+    );
+    let err = place(&job(2, 1, 1), &clusters[..1], &policy).expect_err("no member qualifies");
+    assert_eq!(
+        err.to_string(),
+        format!("member-1: {}", eligibility::UNSTABLE_ADDRESSES)
+    );
+    // A job that fails over whole takes any member.
+    assert!(place(&job(2, 1, 1), &clusters[..1], &Policy::default()).is_ok());
+}

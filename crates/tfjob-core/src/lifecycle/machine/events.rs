@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::Timestamp;
 
 use crate::api::{
-    CleanUpPolicy, DependentStatus, JobPhase, ReplicaKey, ReplicaSpec, ReplicaType, RestartPolicy,
-    RunModeKind, TensorFlowTrainingJob,
+    CleanUpPolicy, DependentStatus, FailoverScope, JobPhase, ReplicaKey, ReplicaSpec, ReplicaType,
+    RestartPolicy, RunModeKind, TensorFlowTrainingJob,
 };
 use crate::status::ReplicaView;
 
@@ -21,6 +21,21 @@ pub struct Blocked {
 
 /// Which replica each cluster runs, by replica.
 pub type Assignment = BTreeMap<ReplicaKey, String>;
+
+/// The placement epoch of each replica: the job's, but for the replicas
+/// that kept a pod of an earlier epoch through a partial failover.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Epochs {
+    pub job: u64,
+    pub kept: BTreeMap<ReplicaKey, u64>,
+}
+
+impl Epochs {
+    /// The epoch of `key`'s pod.
+    pub fn of(&self, key: ReplicaKey) -> u64 {
+        self.kept.get(&key).copied().unwrap_or(self.job)
+    }
+}
 
 /// What the replicas' main containers run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -92,6 +107,8 @@ pub struct Spec {
     pub debug: bool,
     pub backoff_limit: Option<i32>,
     pub deadline_seconds: Option<i64>,
+    /// What losing a member cluster re-places.
+    pub failover: FailoverScope,
     pub clean_up: CleanUpPolicy,
     /// The finalizer is on the job.
     pub has_finalizer: bool,
@@ -122,6 +139,7 @@ impl Spec {
                 .and_then(|m| m.debug.as_ref())
                 .is_some_and(|d| d.is_enabled()),
             backoff_limit: run_policy.and_then(|p| p.backoff_limit),
+            failover: spec.failover_scope(),
             deadline_seconds: run_policy.and_then(|p| p.active_deadline_seconds),
             clean_up: spec.clean_up_policy().unwrap_or(CleanUpPolicy::Unfinished),
             has_finalizer,
@@ -198,6 +216,9 @@ pub enum Effect {
     Admit,
     /// Ask for a placement; `recorded`: only resolve this one.
     RequestPlacement { recorded: Option<Assignment> },
+    /// Ask for clusters for these replicas only (a partial failover); the
+    /// others keep theirs. Answered by `Placed` with these replicas.
+    PlaceReplicas(BTreeSet<ReplicaKey>),
     /// Withdraw a queued request and drop any capacity held for the job.
     ReleasePlacement,
     /// Namespaces and PodGroups on the clusters of `assignment`; answer
@@ -209,7 +230,7 @@ pub enum Effect {
     EnsureTensorBoard,
     /// Start a replica actor for each replica of `assignment` that has none.
     StartReplicas {
-        epoch: u64,
+        epochs: Epochs,
         assignment: Assignment,
         intent: Intent,
     },

@@ -1,7 +1,11 @@
 //! Failover and retiring: lost clusters, a new placement epoch, and the
-//! old replicas torn down before what follows.
+//! old replicas torn down before what follows; or, in a partial failover
+//! (`failover: LostReplicas`), only the lost replicas moved under a new
+//! epoch while the others keep running. What a loss does is decided by
+//! `lifecycle::Loss`, which `plan --lose` shares.
 
 use super::*;
+use crate::lifecycle::Loss;
 
 impl Step<'_> {
     /// Counts one restart and places the whole job anew under a new epoch,
@@ -13,19 +17,19 @@ impl Step<'_> {
     pub(super) fn fail_over(&mut self, why: &str) {
         let lost = self.job.lost.clone();
         if !lost.is_empty() {
-            self.emit(Effect::AbandonReplicasOn(lost));
+            self.emit(Effect::AbandonReplicasOn(lost.clone()));
         }
-        if let Verdict::FailJob { failure, message } = restart::on_cluster_lost(why, self.budget())
+        let assignment = self.assignment().unwrap_or_default();
+        let charged = match Loss::of(FailoverScope::Job, &assignment, None, &lost) {
+            Loss::Whole { charged } => Some(charged),
+            _ => self.job.replicas.keys.first().copied(),
+        };
+        if let Verdict::FailJob { failure, message } =
+            crate::lifecycle::loss::restarts_verdict(1, why, self.budget())
         {
             self.fail(failure, &message);
             return;
         }
-        let assignment = self.assignment().unwrap_or_default();
-        let charged = assignment
-            .iter()
-            .find(|(_, cluster)| self.job.lost.contains(*cluster))
-            .map(|(key, _)| *key)
-            .or_else(|| self.job.replicas.keys.first().copied());
         if let Some(charged) = charged {
             *self
                 .job
@@ -54,8 +58,12 @@ impl Step<'_> {
         let epoch = self.job.epoch() + 1;
         let keep = (then == Then::Start).then_some(&assignment);
         self.set_placement(epoch, keep);
+        let moving = self.job.moving.take();
+        if matches!(moving, Some(Moving::Placing(_))) {
+            self.release();
+        }
         let retiring = if self.job.has_actors {
-            self.reachable(&assignment)
+            self.reachable(&without_unstarted(assignment, moving.as_ref()))
         } else {
             BTreeMap::new()
         };
@@ -139,9 +147,14 @@ impl Step<'_> {
             }
             Stage::Preparing | Stage::Active => {
                 let assignment = self.assignment().unwrap_or_default();
-                if self.names_lost(&assignment) {
-                    let why = self.lost_message(&assignment);
-                    self.fail_over(&why);
+                let (scope, master) = (self.job.spec.failover, self.job.replicas.master);
+                let why = self.lost_message(&assignment);
+                match Loss::of(scope, &assignment, master, &lost) {
+                    Loss::Untouched => {}
+                    Loss::Partial { moved } if self.job.stage == Stage::Active => {
+                        self.move_replicas(moved, &why);
+                    }
+                    _ => self.fail_over(&why),
                 }
             }
             _ => {}
@@ -174,5 +187,118 @@ impl Step<'_> {
             *then = Then::Place;
         }
         self.persist_then(Vec::new());
+    }
+
+    /// A partial failover: the lost replicas `moved` (and any not started
+    /// yet of an earlier move) are placed anew under a new epoch, each
+    /// counted as a restart; every other replica keeps its pod and its
+    /// epoch. The new record lands before the moved replicas get pods.
+    pub(super) fn move_replicas(&mut self, moved: BTreeSet<ReplicaKey>, why: &str) {
+        self.emit(Effect::AbandonReplicasOn(self.job.lost.clone()));
+        let loss = Loss::Partial {
+            moved: moved.clone(),
+        };
+        if let Verdict::FailJob { failure, message } = loss.verdict(why, self.budget()) {
+            self.fail(failure, &message);
+            return;
+        }
+        let epochs = self.job.epochs();
+        let mut assignment = self.assignment().unwrap_or_default();
+        let mut moving = moved.clone();
+        match self.job.moving.take() {
+            Some(Moving::Placing(keys)) => moving.extend(keys),
+            Some(Moving::Preparing(placed)) => moving.extend(placed.into_keys()),
+            None => {}
+        }
+        assignment.retain(|key, _| !moving.contains(key));
+        let kept: BTreeMap<ReplicaKey, u64> =
+            assignment.keys().map(|k| (*k, epochs.of(*k))).collect();
+        self.set_partial_placement(epochs.job + 1, Some(&assignment), &kept);
+        for key in &moved {
+            *self.job.restart_counts.entry(key.replica_type).or_default() += 1;
+        }
+        self.job.status.backoff_count += loss.restarts();
+        let names: Vec<String> = moved.iter().map(ReplicaKey::to_string).collect();
+        self.record(
+            true,
+            reason::CLUSTER_LOST,
+            format!(
+                "{why}; re-placing {} (restart {} of the job); the other replicas keep running",
+                names.join(", "),
+                self.job.status.backoff_count
+            ),
+        );
+        self.persist_then(Vec::new());
+        self.place_moving(moving);
+    }
+
+    /// Asks for clusters for `keys` alone; they show as being created.
+    pub(super) fn place_moving(&mut self, keys: BTreeSet<ReplicaKey>) {
+        for key in &keys {
+            let pod = key.object_name(&self.job.name);
+            self.job
+                .views
+                .insert(*key, ReplicaView::creating(*key, pod, None));
+            self.job.blocked.remove(key);
+        }
+        self.job.holding = true;
+        self.job.moving = Some(Moving::Placing(keys.clone()));
+        self.emit(Effect::PlaceReplicas(keys));
+    }
+
+    /// The moved replicas' clusters: recorded (with the others' kept)
+    /// before their clusters are prepared and their pods created.
+    pub(super) fn moved(&mut self, placed: Assignment) {
+        if self.names_lost(&placed) {
+            // Decided before that cluster was lost: ask again.
+            self.release();
+            self.place_moving(placed.into_keys().collect());
+            return;
+        }
+        let mut assignment = self.assignment().unwrap_or_default();
+        assignment.extend(placed.iter().map(|(k, c)| (*k, c.clone())));
+        if let Some(record) = &mut self.job.status.placement {
+            record.assignment = Some(
+                assignment
+                    .iter()
+                    .map(|(k, c)| (k.to_string(), c.clone()))
+                    .collect(),
+            );
+        }
+        self.job.waiting = None;
+        for (key, cluster) in &placed {
+            let pod = key.object_name(&self.job.name);
+            self.job.views.insert(
+                *key,
+                ReplicaView::creating(*key, pod, Some(cluster.clone())),
+            );
+        }
+        let moves: Vec<String> = placed.iter().map(|(k, c)| format!("{k} to {c}")).collect();
+        self.record(
+            false,
+            reason::PLACED,
+            format!("Replicas moved: {}.", moves.join(", ")),
+        );
+        self.job.moving = Some(Moving::Preparing(placed.clone()));
+        self.persist_then(vec![Effect::PrepareClusters(placed)]);
+    }
+
+    /// The moved replicas' clusters are ready: they start, in the mode the
+    /// others run in.
+    pub(super) fn moved_prepared(&mut self) {
+        let Some(Moving::Preparing(placed)) = self.job.moving.clone() else {
+            return;
+        };
+        if self.job.stage != Stage::Active {
+            return;
+        }
+        self.job.moving = None;
+        self.job.waiting = None;
+        let mode = self.job.running_mode.unwrap_or_else(|| self.mode());
+        self.emit(Effect::StartReplicas {
+            epochs: self.job.epochs(),
+            assignment: placed,
+            intent: Intent::Run(mode),
+        });
     }
 }

@@ -37,8 +37,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::restart::{self, Budget, Exit, Verdict};
 use crate::api::{
-    CleanUpPolicy, ConditionStatus, JobConditionType as Cond, JobPhase, PlacementRecord,
-    ReplicaKey, ReplicaPhase, ReplicaSpec, ReplicaType, RestartPolicy, TensorFlowTrainingJobStatus,
+    CleanUpPolicy, ConditionStatus, FailoverScope, JobConditionType as Cond, JobPhase,
+    PlacementRecord, ReplicaKey, ReplicaPhase, ReplicaSpec, ReplicaType, RestartPolicy,
+    TensorFlowTrainingJobStatus,
 };
 use crate::status::{self, ReplicaView};
 
@@ -138,6 +139,26 @@ pub struct JobState {
     /// placed without them.
     excluded: BTreeMap<String, String>,
     admitting: bool,
+    /// Replicas a partial failover moves, until they start again.
+    moving: Option<Moving>,
+}
+
+/// Replicas a partial failover (`failover: LostReplicas`) moves off lost
+/// clusters, while every other replica keeps its pod: first waiting for
+/// their new clusters, then for those clusters to be prepared.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Moving {
+    Placing(BTreeSet<ReplicaKey>),
+    Preparing(Assignment),
+}
+
+/// `assignment` without the moved replicas not started yet: they have no
+/// actor (and no pod) to tear down.
+fn without_unstarted(mut assignment: Assignment, moving: Option<&Moving>) -> Assignment {
+    if let Some(Moving::Preparing(placed)) = moving {
+        assignment.retain(|key, _| !placed.contains_key(key));
+    }
+    assignment
 }
 
 /// Now, in whole seconds as the API stores a `Time`: a condition that
@@ -182,6 +203,7 @@ impl JobState {
             lost: BTreeSet::new(),
             excluded: BTreeMap::new(),
             admitting: false,
+            moving: None,
         }
     }
 
@@ -232,6 +254,41 @@ impl JobState {
     /// The placement epoch of the replicas the job runs or will run.
     pub fn epoch(&self) -> u64 {
         self.status.placement.as_ref().map_or(0, |p| p.epoch)
+    }
+
+    /// The placement epoch of each replica.
+    pub fn epochs(&self) -> Epochs {
+        let kept = self
+            .status
+            .placement
+            .as_ref()
+            .and_then(|p| p.replica_epochs.as_ref());
+        Epochs {
+            job: self.epoch(),
+            kept: self
+                .replicas
+                .keys
+                .iter()
+                .filter_map(|k| Some((*k, *kept?.get(&k.to_string())?)))
+                .collect(),
+        }
+    }
+
+    /// The placement epoch of `key`'s pod.
+    fn replica_epoch(&self, key: ReplicaKey) -> u64 {
+        let Some(record) = self.status.placement.as_ref() else {
+            return 0;
+        };
+        record
+            .replica_epochs
+            .as_ref()
+            .and_then(|kept| kept.get(&key.to_string()).copied())
+            .unwrap_or(record.epoch)
+    }
+
+    /// Replicas a partial failover is moving: they have no pod yet.
+    pub fn moving(&self) -> bool {
+        self.moving.is_some()
     }
 
     /// The replicaSpecs (JSON) pods are built from.
@@ -327,24 +384,55 @@ impl Step<'_> {
         self.job.status.phase.is_some_and(JobPhase::is_terminal)
     }
 
+    /// The recorded cluster of each replica that has one: all of them but
+    /// while a partial failover waits for the moved ones' new clusters.
     fn assignment(&self) -> Option<Assignment> {
         let record = self.job.status.placement.as_ref()?;
         let assigned = record.assignment.as_ref()?;
+        Some(
+            self.job
+                .replicas
+                .keys
+                .iter()
+                .filter_map(|k| Some((*k, assigned.get(&k.to_string())?.clone())))
+                .collect(),
+        )
+    }
+
+    /// The replicas the recorded placement has no cluster for (a partial
+    /// failover's, until their new clusters are recorded).
+    fn unplaced(&self, assignment: &Assignment) -> BTreeSet<ReplicaKey> {
         self.job
             .replicas
             .keys
             .iter()
-            .map(|k| Some((*k, assigned.get(&k.to_string())?.clone())))
+            .filter(|k| !assignment.contains_key(k))
+            .copied()
             .collect()
     }
 
+    /// Records a placement of every replica at `epoch` (none while
+    /// `assignment` is `None`).
     fn set_placement(&mut self, epoch: u64, assignment: Option<&Assignment>) {
+        self.set_partial_placement(epoch, assignment, &BTreeMap::new());
+    }
+
+    /// Records a placement at `epoch` but for the replicas of `kept`, which
+    /// keep their pods of earlier epochs.
+    fn set_partial_placement(
+        &mut self,
+        epoch: u64,
+        assignment: Option<&Assignment>,
+        kept: &BTreeMap<ReplicaKey, u64>,
+    ) {
         let active_seconds = self.active_seconds();
         self.job.status.placement = Some(PlacementRecord {
             epoch,
             assignment: assignment
                 .map(|a| a.iter().map(|(k, c)| (k.to_string(), c.clone())).collect()),
             replica_specs_digest: Some(crate::record::spec_digest(&self.job.replicas.json)),
+            replica_epochs: (!kept.is_empty())
+                .then(|| kept.iter().map(|(k, e)| (k.to_string(), *e)).collect()),
             active_seconds: (active_seconds > 0).then_some(active_seconds),
         });
     }
@@ -416,7 +504,9 @@ impl Step<'_> {
             Event::AdmitFailed => self.job.admitting = false,
             Event::Placed(assignment) => self.placed(assignment),
             Event::Unplaceable(why) => {
-                if matches!(self.job.stage, Stage::Placing { .. }) {
+                if matches!(self.job.stage, Stage::Placing { .. })
+                    || matches!(self.job.moving, Some(Moving::Placing(_)))
+                {
                     let waiting = if why.waits_for_unknown_clusters() {
                         (
                             reason::UNKNOWN_CLUSTER,
@@ -449,6 +539,8 @@ impl Step<'_> {
                 if self.job.stage == Stage::Preparing {
                     self.job.waiting = None;
                     self.start(Intent::Run(self.mode()));
+                } else {
+                    self.moved_prepared();
                 }
             }
             Event::PreparationFailed(why) => self.preparation_failed(why),
@@ -457,6 +549,8 @@ impl Step<'_> {
                     && let Some(assignment) = self.assignment()
                 {
                     self.emit(Effect::PrepareClusters(assignment));
+                } else if let Some(Moving::Preparing(moved)) = &self.job.moving {
+                    self.emit(Effect::PrepareClusters(moved.clone()));
                 }
             }
             Event::Replica {

@@ -21,7 +21,10 @@ impl Step<'_> {
     /// take it) or is placed anew without that cluster. Nothing ran, so no
     /// restart is counted.
     pub(super) fn refused(&mut self, refusal: Refusal) {
-        if refusal.epoch != self.job.epoch() || self.job.stage != Stage::Active || self.terminal() {
+        if refusal.epoch != self.job.replica_epoch(refusal.key)
+            || self.job.stage != Stage::Active
+            || self.terminal()
+        {
             return;
         }
         let Refusal {
@@ -49,13 +52,22 @@ impl Step<'_> {
     }
 
     pub(super) fn placed(&mut self, assignment: Assignment) {
-        let epoch = self.job.epoch();
+        if let Some(Moving::Placing(keys)) = &self.job.moving {
+            // The clusters of a partial failover's replicas (an answer for
+            // other replicas is an earlier request's: the current one is
+            // still out).
+            if self.job.stage == Stage::Active && assignment.keys().eq(keys.iter()) {
+                self.moved(assignment);
+            }
+            return;
+        }
+        let epochs = self.job.epochs();
         match self.job.stage.clone() {
             Stage::Finished => {
                 self.job.has_actors = true;
                 let policy = self.clean_up_policy();
                 self.emit(Effect::StartReplicas {
-                    epoch,
+                    epochs,
                     assignment,
                     intent: Intent::Finish(policy),
                 });
@@ -69,7 +81,7 @@ impl Step<'_> {
                     retiring: Some(retiring),
                 };
                 self.emit(Effect::StartReplicas {
-                    epoch,
+                    epochs,
                     assignment,
                     intent: Intent::Retire,
                 });
@@ -84,9 +96,12 @@ impl Step<'_> {
                 let why = self.lost_message(&self.assignment().unwrap_or_default());
                 self.recorded_unusable(&why);
             }
-            Stage::Placing { recorded: false } if self.names_lost(&assignment) => {
+            Stage::Placing { recorded: false }
+                if self.names_lost(&assignment) || !self.unplaced(&assignment).is_empty() =>
+            {
                 // An answer from before the cluster was lost (the placer
-                // leaves lost clusters out): ask again.
+                // leaves lost clusters out), or not for every replica (an
+                // earlier partial request's): ask again.
                 self.release();
                 self.request_placement(None);
             }
@@ -95,7 +110,7 @@ impl Step<'_> {
                     // Paused while no controller ran: its replicas go, once
                     // the new epoch (without a placement) is stored.
                     self.show_paused();
-                    self.set_placement(epoch + 1, None);
+                    self.set_placement(epochs.job + 1, None);
                     let retiring = self.reachable(&assignment);
                     self.job.stage = Stage::Retiring {
                         retiring,
@@ -103,7 +118,7 @@ impl Step<'_> {
                     };
                     self.job.has_actors = true;
                     self.persist_then(vec![Effect::StartReplicas {
-                        epoch,
+                        epochs,
                         assignment,
                         intent: Intent::Retire,
                     }]);
@@ -114,7 +129,7 @@ impl Step<'_> {
             }
             Stage::Placing { recorded: false } => {
                 self.job.waiting = None;
-                self.set_placement(epoch, Some(&assignment));
+                self.set_placement(epochs.job, Some(&assignment));
                 // From here on every replica is being created.
                 self.creating_views(&assignment);
                 self.no_replica_failed_yet();
@@ -156,13 +171,16 @@ impl Step<'_> {
         }
     }
 
-    /// Starts the replicas of the recorded placement.
+    /// Starts the replicas of the recorded placement; those it has no
+    /// cluster for (a partial failover's, after a controller restart) are
+    /// placed.
     pub(super) fn start(&mut self, intent: Intent) {
-        let Some(assignment) = self.assignment() else {
+        let Some(assignment) = self.assignment().filter(|a| !a.is_empty()) else {
             self.request_placement(None);
             return;
         };
-        let epoch = self.job.epoch();
+        let epochs = self.job.epochs();
+        let unplaced = self.unplaced(&assignment);
         if let Intent::Run(mode) = intent {
             self.job.running_mode = Some(mode);
             if self.job.status.start_time.is_none() {
@@ -174,10 +192,13 @@ impl Step<'_> {
         }
         self.job.has_actors = true;
         self.emit(Effect::StartReplicas {
-            epoch,
+            epochs,
             assignment,
             intent,
         });
+        if matches!(intent, Intent::Run(_)) && !unplaced.is_empty() {
+            self.place_moving(unplaced);
+        }
     }
 
     /// A Creating view for each replica of `assignment` that has none.
@@ -204,7 +225,9 @@ impl Step<'_> {
     /// created until it is (a gang pod must not meet a missing PodGroup);
     /// the job says why and tries again.
     pub(super) fn preparation_failed(&mut self, why: String) {
-        if self.job.stage != Stage::Preparing {
+        if self.job.stage != Stage::Preparing
+            && !matches!(self.job.moving, Some(Moving::Preparing(_)))
+        {
             return;
         }
         let waiting = (reason::POD_GROUP_FAILED, why);

@@ -47,7 +47,9 @@ impl Step<'_> {
         epoch: u64,
         blocked: Option<Blocked>,
     ) {
-        if epoch != self.job.epoch() || !matches!(self.job.stage, Stage::Active | Stage::Finished) {
+        if epoch != self.job.replica_epoch(view.key)
+            || !matches!(self.job.stage, Stage::Active | Stage::Finished)
+        {
             // A replica of an earlier placement, being torn down.
             return;
         }
@@ -170,6 +172,7 @@ impl Step<'_> {
     /// The job ended: replicas clean up, nothing is held any more.
     pub(super) fn end(&mut self) {
         self.release();
+        self.job.moving = None;
         self.job.deferred.clear();
         if self.condition_is(Cond::Paused, ConditionStatus::True) {
             self.set(

@@ -9,6 +9,7 @@ impl Step<'_> {
         }
         self.release();
         self.job.deferred.clear();
+        let moving = self.job.moving.take();
         self.record(
             false,
             reason::DELETING,
@@ -17,7 +18,10 @@ impl Step<'_> {
         self.emit(Effect::DeleteMemberPodGroups);
         let live = match &self.job.stage {
             Stage::Retiring { retiring, .. } => Some(retiring.clone()),
-            _ if self.job.has_actors => Some(self.assignment().unwrap_or_default()),
+            _ if self.job.has_actors => Some(without_unstarted(
+                self.assignment().unwrap_or_default(),
+                moving.as_ref(),
+            )),
             // No replica actors: an earlier controller's may still run.
             _ => None,
         };

@@ -33,7 +33,7 @@ fn event_kind(event: &Event) -> usize {
 }
 
 /// How many events `sample` knows.
-const SAMPLES: usize = 35;
+const SAMPLES: usize = 37;
 
 /// Event `i` of every kind, as it could reach `state` now (its epoch, the
 /// status write it waits for) or come late or early; a placement never
@@ -103,11 +103,19 @@ fn sample(state: &JobState, i: usize) -> Event {
         31 => Event::BuildFailed("replica worker-0: bad".into()),
         32 => with_epoch(refused(true)),
         33 => with_epoch(refused(false)),
-        _ => Event::Replica {
+        34 => Event::Replica {
             view: view(WORKER_0, RP::Deleted, "gone", None),
             epoch,
             blocked: None,
         },
+        // The answer to a partial failover's request.
+        35 => Event::Placed(
+            placement()
+                .into_iter()
+                .filter(|(key, _)| *key == WORKER_1)
+                .collect(),
+        ),
+        _ => lost_replicas(),
     }
 }
 
@@ -216,6 +224,13 @@ fn check(
         _ => false,
     });
     expect(!started_on_lost, "a replica started on a lost cluster");
+    let moves_state = effects.iter().any(|e| match e {
+        Effect::PlaceReplicas(keys) => keys
+            .iter()
+            .any(|k| Some(*k) == state.replicas.master || k.replica_type == ReplicaType::Ps),
+        _ => false,
+    });
+    expect(!moves_state, "the master or a ps moved alone");
     let restarts: i32 = after.tasks.iter().map(|t| t.restart_count).sum();
     expect(
         restarts == after.backoff_count,

@@ -7,6 +7,7 @@
 use super::*;
 
 mod invariants;
+mod partial_failover;
 mod recovery;
 mod stories;
 mod transitions;
@@ -65,6 +66,11 @@ fn three_workers() -> Event {
 
 fn deleted() -> Event {
     with(|s| s.deleting = true)
+}
+
+/// The spec, failing over replica by replica.
+fn lost_replicas() -> Event {
+    with(|s| s.failover = FailoverScope::LostReplicas)
 }
 
 fn assignment() -> Assignment {
@@ -149,7 +155,28 @@ fn names(effects: &[Effect]) -> Vec<String> {
             Effect::PrepareClusters(_) => "PrepareClusters".into(),
             Effect::RetryLater => "RetryLater".into(),
             Effect::EnsureTensorBoard => "EnsureTensorBoard".into(),
-            Effect::StartReplicas { epoch, intent, .. } => format!("Start(e{epoch} {intent:?})"),
+            Effect::StartReplicas {
+                epochs,
+                intent,
+                assignment,
+            } => {
+                let kept: Vec<String> = assignment
+                    .keys()
+                    .filter(|k| epochs.of(**k) != epochs.job)
+                    .map(|k| format!("{k}@e{}", epochs.of(*k)))
+                    .collect();
+                match kept.is_empty() {
+                    true => format!("Start(e{} {intent:?})", epochs.job),
+                    false => format!("Start(e{} {intent:?} {})", epochs.job, kept.join(",")),
+                }
+            }
+            Effect::PlaceReplicas(keys) => format!(
+                "Place({})",
+                keys.iter()
+                    .map(ReplicaKey::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
             Effect::RestartReplica { key, .. } => format!("Restart({key})"),
             Effect::RetireReplicas => "Retire".into(),
             Effect::AbandonReplicasOn(c) => format!(
@@ -289,6 +316,13 @@ fn reach(stage: &str) -> JobState {
             events.extend(running());
             events.push(debug());
         }
+        "moving" | "moving-placed" => {
+            events.extend(running());
+            events.extend([lost_replicas(), lost()]);
+            if stage == "moving-placed" {
+                events.push(Event::Placed([(WORKER_1, "member-2".to_string())].into()));
+            }
+        }
         "succeeded" => {
             events.extend(running());
             events.push(report(WORKER_0, RP::Succeeded, 0));
@@ -310,7 +344,7 @@ fn reach(stage: &str) -> JobState {
 }
 
 /// Every situation `reach` knows.
-const SITUATIONS: [&str; 20] = [
+const SITUATIONS: [&str; 22] = [
     "new",
     "admitting",
     "placing",
@@ -324,6 +358,8 @@ const SITUATIONS: [&str; 20] = [
     "paused",
     "switching-mode",
     "switching-mode-lost",
+    "moving",
+    "moving-placed",
     "succeeded",
     "failed",
     "invalid",
