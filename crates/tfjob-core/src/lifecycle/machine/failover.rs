@@ -27,11 +27,7 @@ impl Step<'_> {
             .map(|(key, _)| *key)
             .or_else(|| self.job.replicas.keys.first().copied());
         if let Some(charged) = charged {
-            *self
-                .job
-                .restart_counts
-                .entry(charged.replica_type)
-                .or_default() += 1;
+            self.job.count_restart(charged.replica_type);
         }
         self.job.status.backoff_count += 1;
         self.job.status.phase = Some(JobPhase::Pending);
@@ -60,7 +56,7 @@ impl Step<'_> {
             BTreeMap::new()
         };
         self.job.deferred.clear();
-        self.job.views.clear();
+        self.job.clear_views();
         self.job.blocked.clear();
         self.job.running_mode = None;
         self.job.stage = Stage::Retiring {

@@ -118,6 +118,16 @@ fn situations() -> &'static [JobState] {
     &REACHED
 }
 
+/// The status with `tasks` and `aggregate` counted afresh from every
+/// replica's view and restart count.
+fn recounted(state: &JobState) -> TensorFlowTrainingJobStatus {
+    let mut status = state.status.clone();
+    let types = state.replicas.types();
+    status.tasks = status::tasks(state.views.values(), &state.restart_counts, &types);
+    status.aggregate = status::aggregate(state.views.values());
+    status
+}
+
 /// The invariants, from the status `before` a step, its effects and the
 /// state after it.
 fn check(
@@ -216,6 +226,17 @@ fn check(
         _ => false,
     });
     expect(!started_on_lost, "a replica started on a lost cluster");
+    // An unverified job's status is as stored: the machine keeps no views.
+    if state.is_verified() {
+        let recounted = recounted(state);
+        expect(
+            *after == recounted,
+            &format!(
+                "tasks and aggregate kept as {:?} {:?}, counted afresh {:?} {:?}",
+                after.tasks, after.aggregate, recounted.tasks, recounted.aggregate
+            ),
+        );
+    }
     let restarts: i32 = after.tasks.iter().map(|t| t.restart_count).sum();
     expect(
         restarts == after.backoff_count,
@@ -238,7 +259,7 @@ fn no_transition_breaks_the_invariants() {
         for event in (0..SAMPLES).map(|i| sample(situation, i)) {
             kinds_sampled.insert(event_kind(&event));
             let mut state = situation.clone();
-            let before = state.status();
+            let before = state.status().clone();
             let shown = format!("{from} on {event:?}");
             let effects = state.step(event, t(0));
             failures.extend(
@@ -277,7 +298,7 @@ proptest! {
         let mut ended = state.phase().filter(|p| p.is_terminal());
         for (n, pick) in picks.into_iter().enumerate() {
             let event = sample(&state, pick);
-            let before = state.status();
+            let before = state.status().clone();
             let shown = format!("{event:?}");
             let effects = state.step(event, t(n as i64));
             let broken = check(&before, &effects, &state);
