@@ -6,7 +6,6 @@
 pub mod machine;
 pub mod refusal;
 pub mod replica;
-mod replica_events;
 mod restart;
 
 pub use restart::*;
