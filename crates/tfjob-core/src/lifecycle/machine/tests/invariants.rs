@@ -128,6 +128,47 @@ fn recounted(state: &JobState) -> TensorFlowTrainingJobStatus {
     status
 }
 
+/// Views taken one at a time, in any order and of several types (one the
+/// job does not run), give the `tasks` and `aggregate` of a recount.
+#[test]
+fn views_kept_one_at_a_time_are_a_recount() {
+    let job: TensorFlowTrainingJob = serde_json::from_value(serde_json::json!({
+        "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob",
+        "metadata": {"name": "j"},
+        "spec": {"replicaSpecs": [
+            {"type": "chief", "replicas": 1, "template": {"spec": {"containers": []}}},
+            {"type": "worker", "replicas": 3, "template": {"spec": {"containers": []}}}]},
+    }))
+    .expect("a job");
+    let mut state = JobState::new(None, "j");
+    state.accept_replicas(Replicas::of(&job));
+    let chief = ReplicaKey::new(ReplicaType::Chief, 0);
+    let worker = |index| ReplicaKey::new(ReplicaType::Worker, index);
+    let ps = ReplicaKey::new(ReplicaType::Ps, 0);
+    let steps = [
+        (worker(2), RP::Running),
+        (chief, RP::Pending),
+        (ps, RP::Running),
+        (worker(0), RP::Creating),
+        (worker(2), RP::Failed),
+        (worker(1), RP::Running),
+        (worker(0), RP::Running),
+    ];
+    for (key, phase) in steps {
+        state.set_view(view(key, phase, &format!("{key}"), None));
+        state.count_restart(key.replica_type);
+        assert_eq!(state.status(), &recounted(&state), "after {key} {phase:?}");
+    }
+    let listed: Vec<&str> = state.status().tasks[1]
+        .replica_status
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
+    assert_eq!(listed, ["j-worker-0", "j-worker-1", "j-worker-2"]);
+    state.clear_views();
+    assert_eq!(state.status(), &recounted(&state), "after clear_views");
+}
+
 /// The invariants, from the status `before` a step, its effects and the
 /// state after it.
 fn check(
