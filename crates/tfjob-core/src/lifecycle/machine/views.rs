@@ -50,7 +50,8 @@ impl JobState {
         }
     }
 
-    /// Runs `replicas` from now on: `tasks` lists their types.
+    /// Runs `replicas` from now on: `tasks` lists their types, afresh
+    /// (at admission, or an edit before the job started: rare).
     pub(super) fn accept_replicas(&mut self, replicas: Replicas) {
         self.replicas = replicas;
         self.status.tasks = status::tasks(
