@@ -38,8 +38,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::restart::{self, Budget, Exit, Verdict};
 use crate::api::{
-    Aggregate, CleanUpPolicy, ConditionStatus, JobConditionType as Cond, JobPhase,
-    PlacementRecord, ReplicaKey, ReplicaPhase, ReplicaSpec, ReplicaType, RestartPolicy, TaskStatus,
+    Aggregate, CleanUpPolicy, ConditionStatus, JobConditionType as Cond, JobPhase, PlacementRecord,
+    ReplicaKey, ReplicaPhase, ReplicaSpec, ReplicaType, RestartPolicy, TaskStatus,
     TensorFlowTrainingJobStatus,
 };
 use crate::status::{self, ReplicaView};

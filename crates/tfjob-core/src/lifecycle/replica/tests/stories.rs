@@ -2,6 +2,7 @@
 //! refused creates, the clean-up policy and a teardown.
 
 use super::*;
+use crate::api::reason;
 
 fn step(state: &mut ReplicaState<u32>, event: Event<u32>) -> Vec<String> {
     names(&state.step(event))
