@@ -940,10 +940,10 @@ impl JobActor {
             return;
         }
         let desired = self.machine.status();
-        if self.writes.written.as_ref() == Some(&desired) {
+        if self.writes.written.as_ref() == Some(desired) {
             return;
         }
-        let interval = if status::summary_changed(self.writes.written.as_ref(), &desired) {
+        let interval = if status::summary_changed(self.writes.written.as_ref(), desired) {
             config.status_write_interval()
         } else {
             status::detail_interval(config.status_detail_interval(), self.writes.detail_writes)
@@ -969,15 +969,15 @@ impl JobActor {
             self.writes.again = true;
             return;
         }
-        let desired = self.machine.status();
         let covers = self.machine.persist_requested();
-        if self.writes.written.as_ref() == Some(&desired) && !self.writes.overwritten {
+        if self.writes.written.as_ref() == Some(self.machine.status()) && !self.writes.overwritten {
             if covers > self.writes.persisted {
                 self.writes.persisted = covers;
                 self.feed(ctx, Event::Persisted(covers));
             }
             return;
         }
+        let desired = self.machine.status().clone();
         if let Some((_, handle)) = self.writes.due.take() {
             ctx.cancel_future(handle);
         }

@@ -212,7 +212,7 @@ fn invalid_status(
             _ => None,
         })
         .collect();
-    (machine.status(), events)
+    (machine.status().clone(), events)
 }
 
 /// As many job threads as the machine has cores.

@@ -95,35 +95,38 @@ impl ReplicaView {
     pub fn is_finished(&self) -> bool {
         matches!(self.phase, ReplicaPhase::Succeeded | ReplicaPhase::Failed)
     }
+
+    /// The replica as `tasks[].replicaStatus[]` shows it.
+    pub fn replica_status(&self) -> ReplicaStatus {
+        ReplicaStatus {
+            name: self.pod_name.clone(),
+            uid: self.uid.clone(),
+            phase: self.phase,
+            containers: self.containers.clone(),
+            cluster: self.cluster.clone(),
+        }
+    }
 }
 
 /// `tasks[]`: one entry per replica type present, in chief, worker, ps,
 /// evaluator order, each replica in index order.
-pub fn tasks(
-    views: &[ReplicaView],
+pub fn tasks<'a>(
+    views: impl IntoIterator<Item = &'a ReplicaView>,
     restart_counts: &BTreeMap<ReplicaType, i32>,
     types: &[ReplicaType],
 ) -> Vec<TaskStatus> {
+    let mut views: Vec<&ReplicaView> = views.into_iter().collect();
+    views.sort_by_key(|v| v.key);
     types
         .iter()
-        .map(|t| {
-            let mut replicas: Vec<&ReplicaView> =
-                views.iter().filter(|v| v.key.replica_type == *t).collect();
-            replicas.sort_by_key(|v| v.key.index);
-            TaskStatus {
-                replica_type: t.as_str().to_string(),
-                restart_count: restart_counts.get(t).copied().unwrap_or(0),
-                replica_status: replicas
-                    .into_iter()
-                    .map(|v| ReplicaStatus {
-                        name: v.pod_name.clone(),
-                        uid: v.uid.clone(),
-                        phase: v.phase,
-                        containers: v.containers.clone(),
-                        cluster: v.cluster.clone(),
-                    })
-                    .collect(),
-            }
+        .map(|t| TaskStatus {
+            replica_type: t.as_str().to_string(),
+            restart_count: restart_counts.get(t).copied().unwrap_or(0),
+            replica_status: views
+                .iter()
+                .filter(|v| v.key.replica_type == *t)
+                .map(|v| v.replica_status())
+                .collect(),
         })
         .collect()
 }
@@ -274,21 +277,26 @@ pub fn changed_fields(
         .collect()
 }
 
-pub fn aggregate(views: &[ReplicaView]) -> Aggregate {
+/// `aggregate`: the replicas counted by phase.
+pub fn aggregate<'a>(views: impl IntoIterator<Item = &'a ReplicaView>) -> Aggregate {
     let mut a = Aggregate::default();
     for v in views {
-        let slot = match v.phase {
-            ReplicaPhase::Creating => &mut a.creating,
-            ReplicaPhase::Pending => &mut a.pending,
-            ReplicaPhase::Running => &mut a.running,
-            ReplicaPhase::Succeeded => &mut a.succeeded,
-            ReplicaPhase::Failed => &mut a.failed,
-            ReplicaPhase::Deleted => &mut a.deleted,
-            ReplicaPhase::Unknown => &mut a.unknown,
-        };
-        *slot += 1;
+        *phase_count(&mut a, v.phase) += 1;
     }
     a
+}
+
+/// The aggregate's count of replicas in `phase`.
+pub fn phase_count(aggregate: &mut Aggregate, phase: ReplicaPhase) -> &mut i32 {
+    match phase {
+        ReplicaPhase::Creating => &mut aggregate.creating,
+        ReplicaPhase::Pending => &mut aggregate.pending,
+        ReplicaPhase::Running => &mut aggregate.running,
+        ReplicaPhase::Succeeded => &mut aggregate.succeeded,
+        ReplicaPhase::Failed => &mut aggregate.failed,
+        ReplicaPhase::Deleted => &mut aggregate.deleted,
+        ReplicaPhase::Unknown => &mut aggregate.unknown,
+    }
 }
 
 /// Sets a condition; its lastTransitionTime moves only when its status

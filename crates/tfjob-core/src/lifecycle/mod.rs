@@ -7,7 +7,6 @@ pub mod loss;
 pub mod machine;
 pub mod refusal;
 pub mod replica;
-mod replica_events;
 mod restart;
 
 pub use loss::Loss;

@@ -17,12 +17,9 @@ impl Step<'_> {
         let pause_before = self.job.spec.pause;
         let previous = std::mem::replace(&mut self.job.spec, spec);
         if first {
-            self.job.replicas = self
-                .job
-                .spec
-                .accepted
-                .clone()
-                .unwrap_or_else(|| self.job.spec.replicas.clone());
+            let accepted = self.job.spec.accepted.clone();
+            let replicas = accepted.unwrap_or_else(|| self.job.spec.replicas.clone());
+            self.job.accept_replicas(replicas);
         }
         if self.job.spec.deleting {
             self.delete();
@@ -79,7 +76,7 @@ impl Step<'_> {
         }
         let started = self.job.status.placement.is_some();
         if !started {
-            self.job.replicas = current.clone();
+            self.job.accept_replicas(current.clone());
             if !self.job.admitting {
                 self.job.admitting = true;
                 self.emit(Effect::Admit);

@@ -31,11 +31,7 @@ impl Step<'_> {
             return;
         }
         if let Some(charged) = charged {
-            *self
-                .job
-                .restart_counts
-                .entry(charged.replica_type)
-                .or_default() += 1;
+            self.job.count_restart(charged.replica_type);
         }
         self.job.status.backoff_count += 1;
         self.job.status.phase = Some(JobPhase::Pending);
@@ -68,7 +64,7 @@ impl Step<'_> {
             BTreeMap::new()
         };
         self.job.deferred.clear();
-        self.job.views.clear();
+        self.job.clear_views();
         self.job.blocked.clear();
         self.job.running_mode = None;
         self.job.stage = Stage::Retiring {
@@ -215,7 +211,7 @@ impl Step<'_> {
             assignment.keys().map(|k| (*k, epochs.of(*k))).collect();
         self.set_partial_placement(epochs.job + 1, Some(&assignment), &kept);
         for key in &moved {
-            *self.job.restart_counts.entry(key.replica_type).or_default() += 1;
+            self.job.count_restart(key.replica_type);
         }
         self.job.status.backoff_count += loss.restarts();
         let names: Vec<String> = moved.iter().map(ReplicaKey::to_string).collect();
@@ -236,9 +232,7 @@ impl Step<'_> {
     pub(super) fn place_moving(&mut self, keys: BTreeSet<ReplicaKey>) {
         for key in &keys {
             let pod = key.object_name(&self.job.name);
-            self.job
-                .views
-                .insert(*key, ReplicaView::creating(*key, pod, None));
+            self.job.set_view(ReplicaView::creating(*key, pod, None));
             self.job.blocked.remove(key);
         }
         self.job.holding = true;
@@ -268,10 +262,8 @@ impl Step<'_> {
         self.job.waiting = None;
         for (key, cluster) in &placed {
             let pod = key.object_name(&self.job.name);
-            self.job.views.insert(
-                *key,
-                ReplicaView::creating(*key, pod, Some(cluster.clone())),
-            );
+            self.job
+                .set_view(ReplicaView::creating(*key, pod, Some(cluster.clone())));
         }
         let moves: Vec<String> = placed.iter().map(|(k, c)| format!("{k} to {c}")).collect();
         self.record(

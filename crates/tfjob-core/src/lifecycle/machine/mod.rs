@@ -27,8 +27,9 @@
 //! The machine by concern, one file each: `events` (what it reads and
 //! says), `admission` (the first spec and edits), `placement`, `running`
 //! (replicas' exits, restarts, the deadline, the end), `failover`, `pause`
-//! (pause, resume and debug) and `teardown` (deletion); this file holds
-//! the state, the dispatch of events and the status that follows.
+//! (pause, resume and debug), `teardown` (deletion) and `views` (the
+//! replicas' views, with the status's `tasks` and `aggregate`); this file
+//! holds the state, the dispatch of events and the status that follows.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -37,8 +38,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::restart::{self, Budget, Exit, Verdict};
 use crate::api::{
-    CleanUpPolicy, ConditionStatus, FailoverScope, JobConditionType as Cond, JobPhase,
-    PlacementRecord, ReplicaKey, ReplicaPhase, ReplicaSpec, ReplicaType, RestartPolicy,
+    Aggregate, CleanUpPolicy, ConditionStatus, FailoverScope, JobConditionType as Cond, JobPhase,
+    PlacementRecord, ReplicaKey, ReplicaPhase, ReplicaSpec, ReplicaType, RestartPolicy, TaskStatus,
     TensorFlowTrainingJobStatus,
 };
 use crate::status::{self, ReplicaView};
@@ -54,6 +55,7 @@ mod pause;
 mod placement;
 mod running;
 mod teardown;
+mod views;
 
 use admission::RefusedEdit;
 pub use admission::SPEC_CHANGE_REFUSED_MESSAGE;
@@ -106,7 +108,8 @@ pub struct JobState {
     name: String,
     /// Replica actors exist (started, and not all retired since).
     has_actors: bool,
-    /// The status, but `tasks` and `aggregate` (see `status()`).
+    /// The status to write; its `tasks` and `aggregate` change with
+    /// `views` and `restart_counts` (see `views.rs`).
     status: TensorFlowTrainingJobStatus,
     /// The replicaSpecs the job runs (accepted at admission).
     replicas: Replicas,
@@ -171,7 +174,7 @@ impl JobState {
     /// The machine of a job whose stored status is `status`; it starts with
     /// the first `SpecChanged`.
     pub fn new(status: Option<&TensorFlowTrainingJobStatus>, job_name: &str) -> JobState {
-        let status = status.cloned().unwrap_or_default();
+        let mut status = status.cloned().unwrap_or_default();
         let handled = status::handled_exits(&status);
         let failure = status::condition(&status.conditions, Cond::Failed)
             .filter(|c| c.status == ConditionStatus::True)
@@ -181,11 +184,16 @@ impl JobState {
             .iter()
             .filter_map(|t| Some((ReplicaType::parse(&t.replica_type)?, t.restart_count)))
             .collect();
+        let views = status::views_of(&status, job_name);
+        // `aggregate` counts the stored replicas as read back; `tasks` lists
+        // them once the first spec says which types the job runs.
+        status.aggregate = status::aggregate(views.values());
+        status.tasks = Vec::new();
         JobState {
             stage: Stage::New,
             name: job_name.to_string(),
             has_actors: false,
-            views: status::views_of(&status, job_name),
+            views,
             status,
             replicas: Replicas::default(),
             spec: Spec::default(),
@@ -231,19 +239,11 @@ impl JobState {
         &self.excluded
     }
 
-    /// The status to write: the machine's, with `tasks` and `aggregate`
-    /// from the replicas' views.
-    pub fn status(&self) -> TensorFlowTrainingJobStatus {
-        if !self.is_verified() {
-            // As stored, but for what the machine says of it (its
-            // condition): it has no replicas of its own to count.
-            return self.status.clone();
-        }
-        let mut status = self.status.clone();
-        let views: Vec<ReplicaView> = self.views.values().cloned().collect();
-        status.tasks = status::tasks(&views, &self.restart_counts, &self.replicas.types());
-        status.aggregate = status::aggregate(&views);
-        status
+    /// The status to write. An unverified job's is as stored, but for
+    /// what the machine says of it (its condition): it has no replicas of
+    /// its own to count.
+    pub fn status(&self) -> &TensorFlowTrainingJobStatus {
+        &self.status
     }
 
     /// The highest `Persist` sequence number asked for so far.

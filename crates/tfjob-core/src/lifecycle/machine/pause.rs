@@ -72,7 +72,7 @@ impl Step<'_> {
 
     pub(super) fn enter_paused(&mut self) {
         self.show_paused();
-        self.job.views.clear();
+        self.job.clear_views();
         self.job.stage = Stage::Paused;
     }
 

@@ -201,17 +201,6 @@ impl Step<'_> {
         }
     }
 
-    /// A Creating view for each replica of `assignment` that has none.
-    pub(super) fn creating_views(&mut self, assignment: &Assignment) {
-        for (key, cluster) in assignment {
-            let pod = key.object_name(&self.job.name);
-            self.job
-                .views
-                .entry(*key)
-                .or_insert_with(|| ReplicaView::creating(*key, pod, Some(cluster.clone())));
-        }
-    }
-
     /// The replicas of `assignment` on clusters not lost.
     pub(super) fn reachable(&self, assignment: &Assignment) -> BTreeMap<ReplicaKey, String> {
         assignment

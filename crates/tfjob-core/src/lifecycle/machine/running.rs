@@ -64,7 +64,7 @@ impl Step<'_> {
                 self.job.blocked.remove(&view.key);
             }
         }
-        self.job.views.insert(view.key, view.clone());
+        self.job.set_view(view.clone());
         if self.job.stage != Stage::Active {
             return;
         }
@@ -128,11 +128,7 @@ impl Step<'_> {
             Verdict::Restart => {
                 self.emit(Effect::Milestone(Milestone::Restarted(view.clone())));
                 self.job.status.backoff_count += 1;
-                *self
-                    .job
-                    .restart_counts
-                    .entry(view.key.replica_type)
-                    .or_default() += 1;
+                self.job.count_restart(view.key.replica_type);
                 let code = match exit.exit_code {
                     _ if exit.deleted => "its pod was deleted".to_string(),
                     Some(code) => format!("exit code {code}"),

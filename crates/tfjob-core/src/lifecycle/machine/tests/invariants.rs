@@ -126,6 +126,57 @@ fn situations() -> &'static [JobState] {
     &REACHED
 }
 
+/// The status with `tasks` and `aggregate` counted afresh from every
+/// replica's view and restart count.
+fn recounted(state: &JobState) -> TensorFlowTrainingJobStatus {
+    let mut status = state.status.clone();
+    let types = state.replicas.types();
+    status.tasks = status::tasks(state.views.values(), &state.restart_counts, &types);
+    status.aggregate = status::aggregate(state.views.values());
+    status
+}
+
+/// Views taken one at a time, in any order and of several types (one the
+/// job does not run), give the `tasks` and `aggregate` of a recount.
+#[test]
+fn views_kept_one_at_a_time_are_a_recount() {
+    let job: TensorFlowTrainingJob = serde_json::from_value(serde_json::json!({
+        "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob",
+        "metadata": {"name": "j"},
+        "spec": {"replicaSpecs": [
+            {"type": "chief", "replicas": 1, "template": {"spec": {"containers": []}}},
+            {"type": "worker", "replicas": 3, "template": {"spec": {"containers": []}}}]},
+    }))
+    .expect("a job");
+    let mut state = JobState::new(None, "j");
+    state.accept_replicas(Replicas::of(&job));
+    let chief = ReplicaKey::new(ReplicaType::Chief, 0);
+    let worker = |index| ReplicaKey::new(ReplicaType::Worker, index);
+    let ps = ReplicaKey::new(ReplicaType::Ps, 0);
+    let steps = [
+        (worker(2), RP::Running),
+        (chief, RP::Pending),
+        (ps, RP::Running),
+        (worker(0), RP::Creating),
+        (worker(2), RP::Failed),
+        (worker(1), RP::Running),
+        (worker(0), RP::Running),
+    ];
+    for (key, phase) in steps {
+        state.set_view(view(key, phase, &format!("{key}"), None));
+        state.count_restart(key.replica_type);
+        assert_eq!(state.status(), &recounted(&state), "after {key} {phase:?}");
+    }
+    let listed: Vec<&str> = state.status().tasks[1]
+        .replica_status
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
+    assert_eq!(listed, ["j-worker-0", "j-worker-1", "j-worker-2"]);
+    state.clear_views();
+    assert_eq!(state.status(), &recounted(&state), "after clear_views");
+}
+
 /// The invariants, from the status `before` a step, its effects and the
 /// state after it.
 fn check(
@@ -231,6 +282,17 @@ fn check(
         _ => false,
     });
     expect(!moves_state, "the master or a ps moved alone");
+    // An unverified job's status is as stored: the machine keeps no views.
+    if state.is_verified() {
+        let recounted = recounted(state);
+        expect(
+            *after == recounted,
+            &format!(
+                "tasks and aggregate kept as {:?} {:?}, counted afresh {:?} {:?}",
+                after.tasks, after.aggregate, recounted.tasks, recounted.aggregate
+            ),
+        );
+    }
     let restarts: i32 = after.tasks.iter().map(|t| t.restart_count).sum();
     expect(
         restarts == after.backoff_count,
@@ -253,7 +315,7 @@ fn no_transition_breaks_the_invariants() {
         for event in (0..SAMPLES).map(|i| sample(situation, i)) {
             kinds_sampled.insert(event_kind(&event));
             let mut state = situation.clone();
-            let before = state.status();
+            let before = state.status().clone();
             let shown = format!("{from} on {event:?}");
             let effects = state.step(event, t(0));
             failures.extend(
@@ -292,7 +354,7 @@ proptest! {
         let mut ended = state.phase().filter(|p| p.is_terminal());
         for (n, pick) in picks.into_iter().enumerate() {
             let event = sample(&state, pick);
-            let before = state.status();
+            let before = state.status().clone();
             let shown = format!("{event:?}");
             let effects = state.step(event, t(n as i64));
             let broken = check(&before, &effects, &state);

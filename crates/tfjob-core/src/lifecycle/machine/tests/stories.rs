@@ -200,7 +200,10 @@ fn a_member_lost_during_a_debug_switch_is_failed_over() {
         ["Warning(ClusterLost)", "Persist", "Abandon(member-1)"]
     );
     assert_eq!(stage_name(&state.stage), "Retiring→Place");
-    assert_eq!(state.status().placement.and_then(|p| p.assignment), None);
+    assert_eq!(
+        state.status().placement.clone().and_then(|p| p.assignment),
+        None
+    );
     state.step(Event::Persisted(4), t(0));
     let effects = names(&state.step(Event::TornDown(WORKER_0), t(0)));
     assert_eq!(effects, ["RequestPlacement"]);
