@@ -620,7 +620,7 @@ async fn a_finished_jobs_pod_groups_go_from_the_members(ground: Ground) {
         "gang-end",
         &[("chief", 1, 2), ("worker", 2, 2)],
         json!({"scheduler": {"t9kScheduler": {"queue": "default"}}}),
-        "3",
+        "6",
     ))
     .await;
     f.wait_phase("gang-end", "Running", Duration::from_secs(20))

@@ -459,12 +459,16 @@ async fn exit_code_retries_a_failed_pod_without_an_exit_code(ground: Ground) {
     })
     .await;
     let uid = decided.uid().expect("a uid");
-    let restarting = env
-        .events_about(&uid)
-        .await
-        .into_iter()
-        .any(|e| e.reason.as_deref() == Some("Restarting"));
-    assert!(restarting, "a Restarting Event says what happened");
+    eventually("a Restarting Event", WAIT, async || {
+        let events = env.events_about(&uid).await;
+        let reasons: Vec<_> = events.iter().filter_map(|e| e.reason.clone()).collect();
+        if reasons.iter().any(|r| r == "Restarting") {
+            Ok(())
+        } else {
+            Err(format!("{reasons:?}"))
+        }
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     let later = env.job("evicted").await;
     assert!(
