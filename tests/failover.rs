@@ -286,6 +286,191 @@ async fn a_member_lost_during_a_debug_switch_is_failed_over(ground: Ground) {
     set_faults(&f.clients["member-1"], json!({"partitioned": false})).await;
 }
 
+/// `status.tasks[].restartCount` by replica type.
+fn restart_counts(job: &Value) -> BTreeMap<String, i64> {
+    job["status"]["tasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            (
+                t["type"].as_str().unwrap_or_default().to_string(),
+                t["restartCount"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// Issue 24 (README "Failover"): a failover is one restart, shown in
+/// `backoffCount` and in the `restartCount` of the first replica it moved
+/// in the job's replica order, so that the restart counts add up to
+/// `backoffCount`.
+async fn a_failover_shows_in_a_replicas_restart_count(ground: Ground) {
+    let f = start(ground, "").await;
+    f.submit(gpu_job(
+        "counted",
+        &[("chief", 1, 2), ("worker", 1, 2)],
+        json!({"runPolicy": {"cleanUpPolicy": "none", "backoffLimit": 3}}),
+        "300",
+    ))
+    .await;
+    f.wait_phase("counted", "Running", WAIT).await;
+    let placed = f.pod_names_on("counted", &CLUSTERS).await;
+    assert_eq!(
+        placed.keys().collect::<Vec<_>>(),
+        ["member-1"],
+        "Pack puts the job on member-1: {placed:?}"
+    );
+    set_faults(&f.clients["member-1"], json!({"partitioned": true})).await;
+    let moved = f
+        .wait_job("counted", "running again without member-1", FAILOVER, |j| {
+            running_without(j, 2, Some("member-1"))
+        })
+        .await;
+    let counts = restart_counts(&moved);
+    assert_eq!(
+        backoff_count(&moved),
+        1,
+        "losing member-1 counts one restart: {}",
+        moved["status"]
+    );
+    assert_eq!(
+        counts.values().sum::<i64>(),
+        backoff_count(&moved),
+        "the restartCounts {counts:?} add up to backoffCount: {}",
+        moved["status"]
+    );
+    assert_eq!(
+        (counts.get("chief"), counts.get("worker")),
+        (Some(&1), Some(&0)),
+        "the restart is the chief's, the first replica moved: {}",
+        moved["status"]
+    );
+    set_faults(&f.clients["member-1"], json!({"partitioned": false})).await;
+}
+
+/// Issue 24 (README: the deadline rule is the same after a failover as
+/// before it): the time a failed-over job waits for its new placement does
+/// not count towards `activeDeadlineSeconds`. The clock stands while it
+/// waits (`startTime` goes, the seconds active so far are kept in
+/// `status.placement.activeSeconds`) and runs on from the new start with
+/// what was left.
+async fn the_deadline_clock_stands_while_a_failed_over_job_waits(ground: Ground) {
+    const DEADLINE: f64 = 12.0;
+    let f = start(ground, "").await;
+    // A blocker fills one member; the job goes to the other.
+    f.submit(gpu_job("blocker", &[("worker", 1, 4)], json!({}), "300"))
+        .await;
+    f.wait_phase("blocker", "Running", WAIT).await;
+    let blocked = f.pod_names_on("blocker", &CLUSTERS).await;
+    let full = blocked
+        .keys()
+        .next()
+        .cloned()
+        .expect("the blocker's member");
+    let other = if full == "member-1" {
+        "member-2"
+    } else {
+        "member-1"
+    };
+    f.submit(gpu_job(
+        "timed",
+        &[("worker", 2, 2)],
+        json!({"runPolicy": {"cleanUpPolicy": "none", "backoffLimit": 3,
+            "activeDeadlineSeconds": DEADLINE as i64}}),
+        "300",
+    ))
+    .await;
+    f.wait_phase("timed", "Running", WAIT).await;
+    let placed = f.pod_names_on("timed", &CLUSTERS).await;
+    assert_eq!(
+        placed.keys().collect::<Vec<_>>(),
+        [other],
+        "the job is where the blocker is not: {placed:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // Its member is lost; the only other one is full: it waits.
+    set_faults(&f.clients[other], json!({"partitioned": true})).await;
+    f.wait_job(
+        "timed",
+        "failed over, waiting for capacity (or ended)",
+        FAILOVER,
+        |j| {
+            phase_of(j) == "Failed"
+                || (backoff_count(j) == 1
+                    && condition(j, "Initialized").and_then(|c| c["reason"].as_str())
+                        == Some("WaitingForCapacity"))
+        },
+    )
+    .await;
+    let failed_over = Instant::now();
+    // It waits longer than its whole deadline: waiting does not count.
+    loop {
+        let job = f.job("timed").await;
+        assert_ne!(
+            phase_of(&job),
+            "Failed",
+            "a job waiting for its new placement failed {:.1}s after the failover: {}",
+            failed_over.elapsed().as_secs_f64(),
+            job["status"]
+        );
+        if failed_over.elapsed() >= Duration::from_secs_f64(DEADLINE + 2.0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let waiting = f.job("timed").await;
+    let active = waiting["status"]["placement"]["activeSeconds"].as_f64();
+    assert!(
+        waiting["status"]["startTime"].is_null() && active.is_some_and(|a| a >= 1.0),
+        "while it waits the clock stands: no startTime, the seconds active so far in \
+         status.placement.activeSeconds: {}",
+        waiting["status"]
+    );
+    let active = active.expect("activeSeconds");
+    assert!(
+        active < DEADLINE,
+        "less than the deadline was active before the failover: {active}"
+    );
+
+    // Capacity frees: it runs again, with what was left of its deadline.
+    f.jobs()
+        .delete("blocker", &Default::default())
+        .await
+        .expect("blocker deleted");
+    let running = f
+        .wait_job("timed", "running again", FAILOVER, |j| {
+            running_without(j, 2, Some(other))
+        })
+        .await;
+    let restarted = Instant::now();
+    let left = DEADLINE - active;
+    let failed = f
+        .wait_job(
+            "timed",
+            "ended",
+            Duration::from_secs_f64(DEADLINE + 15.0),
+            |j| phase_of(j) == "Failed" || phase_of(j) == "Succeeded",
+        )
+        .await;
+    let after = restarted.elapsed().as_secs_f64();
+    let why = condition(&failed, "Failed").cloned().unwrap_or_default();
+    assert_eq!(
+        (phase_of(&failed), why["reason"].as_str()),
+        ("Failed", Some("DeadlineExceeded")),
+        "{}",
+        failed["status"]
+    );
+    assert!(
+        after >= left - 1.5 && after <= left + 4.0,
+        "failed {after:.1}s after running again (status then {}), want about the {left:.1}s \
+         left of its deadline",
+        running["status"]
+    );
+    set_faults(&f.clients[other], json!({"partitioned": false})).await;
+}
+
 /// A paused job has no pods, so losing the clusters it was placed on costs
 /// it nothing: it stays Paused with no restart counted, and at resume it is
 /// placed anew on the clusters that are reachable.
@@ -1658,6 +1843,8 @@ on_both_grounds!(
     deleting_a_member_cluster_under_a_running_job,
     cluster_loss_without_restart_budget_fails_the_job,
     a_member_lost_during_a_debug_switch_is_failed_over,
+    a_failover_shows_in_a_replicas_restart_count,
+    the_deadline_clock_stands_while_a_failed_over_job_waits,
     paused_job_whose_clusters_are_lost,
     paused_job_is_never_placed_when_capacity_frees,
     failover_writes_epoch_and_restart_before_teardown,

@@ -604,6 +604,75 @@ async fn a_pod_group_that_cannot_be_made_keeps_the_pods_back(ground: Ground) {
     }
 }
 
+/// Issue 24: PodGroups serve scheduling only: the members' PodGroups go
+/// with the job's clean-up when it ends, while the job itself stays (and,
+/// `cleanUpPolicy: None`, its pods too).
+async fn a_finished_jobs_pod_groups_go_from_the_members(ground: Ground) {
+    let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
+    let pod_groups = |cluster: &str| -> Api<kube::api::DynamicObject> {
+        Api::namespaced_with(
+            f.clients[cluster].clone(),
+            &f.namespace,
+            &tfjob_federator::builders::pod_group_resource(),
+        )
+    };
+    f.submit(gpu_job(
+        "gang-end",
+        &[("chief", 1, 2), ("worker", 2, 2)],
+        json!({"scheduler": {"t9kScheduler": {"queue": "default"}}}),
+        "6",
+    ))
+    .await;
+    f.wait_phase("gang-end", "Running", Duration::from_secs(20))
+        .await;
+    let placed = f.pods_by_cluster("gang-end").await;
+    assert_eq!(
+        placed.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["member-1", "member-2"],
+        "the job spans both members"
+    );
+    for member in ["member-1", "member-2"] {
+        assert!(
+            pod_groups(member)
+                .get_opt("gang-end")
+                .await
+                .expect("get the PodGroup")
+                .is_some(),
+            "a PodGroup on {member} while the job runs"
+        );
+    }
+    f.wait_phase("gang-end", "Succeeded", Duration::from_secs(30))
+        .await;
+    for member in ["member-1", "member-2"] {
+        eventually(
+            &format!("the PodGroup on {member} gone once the job ended"),
+            Duration::from_secs(20),
+            async || match pod_groups(member).get_opt("gang-end").await {
+                Ok(None) => Ok(()),
+                other => Err(format!("{:?}", other.map(|g| g.map(|g| g.metadata)))),
+            },
+        )
+        .await;
+    }
+    assert!(
+        f.jobs()
+            .get_opt("gang-end")
+            .await
+            .expect("get the job")
+            .is_some(),
+        "the job itself stays"
+    );
+    assert_eq!(
+        f.pods_by_cluster("gang-end")
+            .await
+            .values()
+            .map(Vec::len)
+            .sum::<usize>(),
+        3,
+        "cleanUpPolicy None: the pods stay"
+    );
+}
+
 async fn deleting_a_job_spread_over_clusters_leaves_nothing_anywhere(ground: Ground) {
     let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
     f.submit(gpu_job(
@@ -1714,6 +1783,7 @@ on_both_grounds!(
     without_split_a_job_waits_with_reasons_then_runs_when_capacity_frees,
     deleting_a_job_spread_over_clusters_leaves_nothing_anywhere,
     a_pod_group_that_cannot_be_made_keeps_the_pods_back,
+    a_finished_jobs_pod_groups_go_from_the_members,
     spread_and_weighted_give_the_expected_counts_per_cluster,
     selector_names_and_unschedulable_are_respected,
     the_higher_priority_job_gets_freed_capacity_first,

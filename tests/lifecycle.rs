@@ -1166,6 +1166,194 @@ async fn the_gang_debug_example_trains_once_debug_is_off(ground: Ground) {
     findings.finish();
 }
 
+// ---------------------------------------------------------------- 6b. debug mode and the training run
+
+/// The phase of a pod, "" before it has one.
+fn pod_phase(pod: &Pod) -> String {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default()
+}
+
+/// Issue 24: restarts in debug mode do not spend the training run's
+/// `backoffLimit`. A debug pod that fails is not restarted (it stays as it
+/// ended, for its logs) and nothing is counted; turned off, the training run
+/// has its whole budget; and the per-type `restartCount`s add up to
+/// `backoffCount`.
+async fn debug_restarts_spend_none_of_the_training_budget(ground: Ground) {
+    let mut findings = Findings::new("debug_restarts_spend_none_of_the_training_budget");
+    let env = Setup::on(ground)
+        .own_namespace("debug-budget")
+        .start()
+        .await;
+    // Attempts are counted per pod name, across its pods: the worker's debug
+    // pod is its first attempt (exit 1), the training pods its second
+    // (exit 1: one restart, the whole budget) and third (exit 0).
+    let spec = json!({
+        "runPolicy": {"backoffLimit": 1},
+        "runMode": {"debug": {"enabled": true}},
+        "replicaSpecs": [
+            replica("chief", 1, &[PENDING, run("8")]),
+            with_policy(replica("worker", 1, &[PENDING, run("1"), exits("1,1,0")]), "OnFailure"),
+        ],
+    });
+    env.submit(&job("budget", spec)).await;
+    let failed_uid = eventually("the debug worker's pod to fail", WAIT, async || {
+        let pods = env.job_pods("budget").await;
+        match pods.get("budget-worker-0") {
+            Some(pod) if pod_phase(pod) == "Failed" => Ok(uid_of(pod)),
+            Some(pod) => Err(format!("budget-worker-0 is {}", pod_phase(pod))),
+            None => Err(format!("pods {:?}", pods.keys().collect::<Vec<_>>())),
+        }
+    })
+    .await;
+    assert_eq!(
+        command_of(&env.job_pods("budget").await["budget-worker-0"]).0,
+        strings(&["sleep", "inf"]),
+        "the pod that failed is a debug pod"
+    );
+    holds_for(
+        Duration::from_secs(3),
+        "a failed debug pod to stay as it ended, with no restart counted",
+        async || {
+            let job = env.job("budget").await;
+            let pods = env.job_pods("budget").await;
+            let worker = pods.get("budget-worker-0");
+            let kept = worker.is_some_and(|p| uid_of(p) == failed_uid && pod_phase(p) == "Failed");
+            if backoff_count(&job) == 0
+                && restart_count(&job, "worker") == 0
+                && kept
+                && !phase_of(&job).is_some_and(JobPhase::is_terminal)
+            {
+                Ok(())
+            } else {
+                Err(format!(
+                    "phase {}, backoffCount {}, restartCount worker {}, budget-worker-0 {:?}",
+                    phase_name(&job),
+                    backoff_count(&job),
+                    restart_count(&job, "worker"),
+                    worker.map(|p| (uid_of(p), pod_phase(p)))
+                ))
+            }
+        },
+    )
+    .await;
+    let job = env.job("budget").await;
+    findings.check(
+        condition_status(&job, "ReplicaFailure") == "True",
+        format!(
+            "a failed debug pod: ReplicaFailure is {:?}, want True",
+            condition(&job, "ReplicaFailure")
+        ),
+    );
+
+    set_debug(&env, "budget", false).await;
+    let done = wait_ended(&env, "budget", JobPhase::Succeeded).await;
+    let total: i32 = done
+        .status
+        .iter()
+        .flat_map(|s| &s.tasks)
+        .map(|t| t.restart_count)
+        .sum();
+    assert_eq!(
+        (
+            phase_name(&done),
+            backoff_count(&done),
+            restart_count(&done, "worker"),
+            restart_count(&done, "chief"),
+        ),
+        ("Succeeded".to_string(), 1, 1, 0),
+        "the training run spent its one restart on the worker: {:?}",
+        done.status
+    );
+    assert_eq!(
+        total,
+        backoff_count(&done),
+        "the restartCounts add up to backoffCount: {:?}",
+        done.status
+    );
+    findings.finish();
+}
+
+/// Waits until the job ends; fails the test, with its status, unless it
+/// ended `want`.
+async fn wait_ended(env: &Env, name: &str, want: JobPhase) -> TensorFlowTrainingJob {
+    let ended = env
+        .wait_job(name, "ended", |j| {
+            phase_of(j).is_some_and(JobPhase::is_terminal)
+        })
+        .await;
+    assert_eq!(
+        phase_of(&ended),
+        Some(want),
+        "job {name} ended otherwise: {:?}",
+        ended.status
+    );
+    ended
+}
+
+/// Issue 24: while a debug switch tears every pod down and makes it anew,
+/// the job says so: phase Pending with `Running` False, reason
+/// `RunModeChanged`, until every new pod runs; then Running again.
+async fn a_debug_switch_shows_the_pods_being_replaced(ground: Ground) {
+    let env = Setup::on(ground).own_namespace("debug-shows").start().await;
+    // New pods pend a while: the switch lasts long enough to be seen.
+    const SLOW: (&str, &str) = ("pending-seconds", "1.5");
+    let spec = json!({"replicaSpecs": [
+        replica("chief", 1, &[SLOW, FOREVER]),
+        replica("worker", 2, &[SLOW, FOREVER]),
+    ]});
+    env.submit(&job("shows", spec)).await;
+    let names = ["shows-chief-0", "shows-worker-0", "shows-worker-1"];
+    env.wait_phase("shows", JobPhase::Running).await;
+    let training = uids(&env.wait_pod_names("shows", &names).await);
+    let jobs = Recorder::start(env.jobs()).await;
+
+    set_debug(&env, "shows", true).await;
+    wait_new_pods(
+        &env,
+        "shows",
+        &names,
+        &training,
+        "debug pods replacing the training pods, all running",
+        WAIT,
+        |pods| pods.values().all(|p| pod_phase(p) == "Running"),
+    )
+    .await;
+    env.wait_job("shows", "Running with condition Running True", |j| {
+        phase_of(j) == Some(JobPhase::Running) && condition_status(j, "Running") == "True"
+    })
+    .await;
+    let shown = |j: &TensorFlowTrainingJob| {
+        (
+            phase_name(j),
+            condition(j, "Running").map(|(s, r, _)| format!("{s} {r}")),
+        )
+    };
+    let switching = |j: &TensorFlowTrainingJob| {
+        phase_of(j) == Some(JobPhase::Pending)
+            && condition(j, "Running")
+                .is_some_and(|(s, r, _)| s == "False" && r == "RunModeChanged")
+    };
+    // The watch may lag the poll: what it saw up to the job running again.
+    let seen = soon(WAIT, async || {
+        let seen = statuses(&jobs, "shows");
+        let back = seen.iter().rposition(|j| {
+            phase_of(j) == Some(JobPhase::Running) && condition_status(j, "Running") == "True"
+        })?;
+        seen.iter().take(back).any(&switching).then_some(())
+    })
+    .await;
+    if seen.is_none() {
+        let all: Vec<_> = statuses(&jobs, "shows").iter().map(shown).collect();
+        panic!(
+            "no status said the pods were being replaced (phase Pending, Running False \
+             RunModeChanged) before the job ran again; (phase, Running) seen since the switch: {all:?}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------- 7. resume in debug mode
 
 async fn resume_obeys_the_run_mode(ground: Ground) {
@@ -1784,6 +1972,8 @@ on_both_grounds!(
     deadline_that_passed_without_a_controller_fires_at_once,
     debug_toggle_on_a_running_job,
     the_gang_debug_example_trains_once_debug_is_off,
+    debug_restarts_spend_none_of_the_training_budget,
+    a_debug_switch_shows_the_pods_being_replaced,
     resume_obeys_the_run_mode,
     replicas_edit_on_a_running_job_is_refused,
     replicas_edit_let_through_is_refused_by_the_controller,

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::operator::*;
+use common::sim_kube::{admin_request, set_faults};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -373,6 +374,151 @@ async fn exit_code_policy_restarts_only_retryable_codes(ground: Ground) {
     );
     assert_eq!(backoff_count(&failed), 0);
     assert_eq!(pods.added_per_name().get("fatal-worker-0"), Some(&1));
+}
+
+/// Issue 24: under `ExitCode`, a pod that failed with no exit code of its
+/// `tensorflow` container failed for the environment's reasons, the kind
+/// `ExitCode` retries. Here the pod is evicted before its containers
+/// started, written as a kubelet under node pressure writes it (phase
+/// Failed, reason Evicted, the container still waiting): neither ground's
+/// kubelet evicts on its own, and both leave a pod whose containers wait
+/// (`waiting-reason`) alone, so the write races nothing.
+async fn exit_code_retries_a_failed_pod_without_an_exit_code(ground: Ground) {
+    let env = Setup::on(ground)
+        .own_namespace("exit-code-evicted")
+        .start()
+        .await;
+    let spec = json!({
+        "runPolicy": {"backoffLimit": 2},
+        "replicaSpecs": [with_policy(
+            replica("worker", 1, &[PENDING, ("waiting-reason", "ContainerCreating")]),
+            "ExitCode",
+        )],
+    });
+    env.submit(&job("evicted", spec)).await;
+    let first = eventually(
+        "evicted-worker-0 with its container waiting",
+        WAIT,
+        async || {
+            let pods = env.job_pods("evicted").await;
+            let Some(pod) = pods.get("evicted-worker-0") else {
+                return Err(format!("pods {:?}", pods.keys().collect::<Vec<_>>()));
+            };
+            let waiting = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .is_some_and(|all| {
+                    all.iter().any(|c| {
+                        c.name == "tensorflow"
+                            && c.state.as_ref().is_some_and(|s| s.waiting.is_some())
+                    })
+                });
+            if waiting {
+                Ok(pod.uid().expect("a uid"))
+            } else {
+                Err(format!("its status {:?}", pod.status))
+            }
+        },
+    )
+    .await;
+    env.pods()
+        .patch_status(
+            "evicted-worker-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "phase": "Failed",
+                "reason": "Evicted",
+                "message": "The node was low on resource: memory. ",
+            }})),
+        )
+        .await
+        .expect("write the eviction");
+    let decided = env
+        .wait_job("evicted", "restarted or ended", |j| {
+            backoff_count(j) >= 1 || phase_of(j).is_some_and(JobPhase::is_terminal)
+        })
+        .await;
+    assert!(
+        !phase_of(&decided).is_some_and(JobPhase::is_terminal),
+        "the evicted worker ended the job instead of being retried: {:?}",
+        condition(&decided, "Failed")
+    );
+    assert_eq!(
+        (backoff_count(&decided), restart_count(&decided, "worker")),
+        (1, 1),
+        "one restart, of the worker: {:?}",
+        decided.status
+    );
+    eventually("a new pod for worker-0", WAIT, async || {
+        let pods = env.job_pods("evicted").await;
+        match pods.get("evicted-worker-0") {
+            Some(pod) if pod.uid().as_ref() != Some(&first) => Ok(()),
+            other => Err(format!("{:?}", other.map(|p| (p.uid(), pod_phase(p))))),
+        }
+    })
+    .await;
+    let uid = decided.uid().expect("a uid");
+    eventually("a Restarting Event", WAIT, async || {
+        let events = env.events_about(&uid).await;
+        let reasons: Vec<_> = events.iter().filter_map(|e| e.reason.clone()).collect();
+        if reasons.iter().any(|r| r == "Restarting") {
+            Ok(())
+        } else {
+            Err(format!("{reasons:?}"))
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let later = env.job("evicted").await;
+    assert!(
+        !phase_of(&later).is_some_and(JobPhase::is_terminal) && backoff_count(&later) == 1,
+        "the job goes on, the restart counted once: {:?}",
+        later.status
+    );
+}
+
+/// Issue 24: the controller's first write of a job (its admission: the
+/// finalizer and the accepted replicaSpecs, one JSON patch with `test`
+/// operations) answered 409, as when a metadata-only edit of the job races
+/// it. A metadata-only edit brings no new spec; the admission is tried
+/// again all the same, and the job runs with no edit of it.
+async fn an_admission_patch_that_conflicts_is_retried(ground: Ground) {
+    let env = Setup::on(ground)
+        .own_namespace("admission-conflict")
+        .start()
+        .await;
+    set_faults(
+        &env.client,
+        json!({"failRequests": {"verb": "patch", "resource": "tensorflowtrainingjobs",
+            "count": 1, "code": 409}}),
+    )
+    .await;
+    let spec = json!({"replicaSpecs": [replica("worker", 1, &[PENDING, run("3600")])]});
+    env.submit(&job("raced", spec)).await;
+    eventually(
+        "the admission patch to meet the conflict",
+        WAIT,
+        async || {
+            let faults = admin_request(&env.client, hyper::Method::GET, "faults", None).await;
+            if faults["failRequests"]["count"] == 0 {
+                Ok(())
+            } else {
+                Err(faults.to_string())
+            }
+        },
+    )
+    .await;
+    let running = env.wait_phase("raced", JobPhase::Running).await;
+    assert!(
+        running
+            .finalizers()
+            .iter()
+            .any(|f| f == "federation.tfjob.io/cleanup"),
+        "admitted: the finalizer is on the job: {:?}",
+        running.finalizers()
+    );
+    env.wait_pod_names("raced", &["raced-worker-0"]).await;
 }
 
 async fn on_failure_stops_at_the_backoff_limit(ground: Ground) {
@@ -1346,6 +1492,8 @@ on_both_grounds!(
     chief_workers_and_ps_run_then_succeed,
     without_a_chief_worker_0_decides,
     exit_code_policy_restarts_only_retryable_codes,
+    exit_code_retries_a_failed_pod_without_an_exit_code,
+    an_admission_patch_that_conflicts_is_retried,
     on_failure_stops_at_the_backoff_limit,
     never_fails_the_job_but_an_evaluator_only_sets_replica_failure,
     active_deadline_fails_the_job_and_deletes_every_pod,
