@@ -9,6 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::operator::*;
+use common::sim_kube::{admin_request, set_faults};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -277,6 +278,41 @@ async fn a_job_made_unreadable_can_still_be_deleted(ground: Ground) {
     }
     let problems = env.controller_problems();
     assert!(problems.is_empty(), "the controller logged: {problems:?}");
+}
+
+/// A job made unreadable fails with the machine's own `InvalidSpec`,
+/// written as every status is: a refused write is tried again (it was once
+/// a status built by hand and written once, lost to one error).
+async fn an_unreadable_jobs_status_survives_refused_writes(ground: Ground) {
+    let env = Setup::on(ground)
+        .own_namespace("deep-retried")
+        .start()
+        .await;
+    let mut paused = job_json("deep-retried", json!({}));
+    paused["spec"]["runMode"] = json!({"pause": {"enabled": true}});
+    assert_eq!(submit_raw(&env, paused).await, None, "stored");
+    eventually("deep-retried admitted and shown Paused", WAIT, async || {
+        let job = env.raw_jobs().get("deep-retried").await.ok()?;
+        let admitted = job.metadata.finalizers.is_some_and(|f| !f.is_empty());
+        let paused = job.data["status"]["phase"] == "Paused";
+        (admitted && paused).then_some(())
+    })
+    .await;
+    set_faults(
+        &env.client,
+        json!({"failRequests": {"verb": "patch", "resource": "tensorflowtrainingjobs/status",
+            "count": 3, "code": 500}}),
+    )
+    .await;
+    deepen(&env, "deep-retried").await;
+    let (reason, message) = deep_job_failed_condition(&env, "deep-retried").await;
+    assert_eq!(reason, "InvalidSpec", "{message}");
+    assert!(message.contains("cannot be read"), "{message}");
+    let faults = admin_request(&env.client, hyper::Method::GET, "faults", None).await;
+    assert_eq!(
+        faults["failRequests"]["count"], 0,
+        "the status writes met every injected failure: {faults}"
+    );
 }
 
 /// A pod annotation `run-seconds: inf` once panicked the simulated kubelet:
@@ -589,4 +625,5 @@ on_both_grounds!(
     absurd_script_times_are_a_long_run,
     a_deeply_nested_job_never_stops_the_controller,
     a_job_made_unreadable_can_still_be_deleted,
+    an_unreadable_jobs_status_survives_refused_writes,
 );
