@@ -1,0 +1,117 @@
+//! The controller's side of a member's fence (`crate::fence`): after each
+//! good probe the supervisor renews the controller's Lease on the member,
+//! stamped with the time that probe was sent (so a renewal never looks
+//! newer than the good probe the lost timeout counts from), hands the
+//! member's fence its key (once per connection), and reads the fence's own
+//! Lease for the member's `Fenced` condition. One round per probe: no work
+//! per job.
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use crate::fence::{
+    CONTROLLER_LEASE, FENCE_AFTER_ANNOTATION, FENCE_LEASE, FenceLease, KEY_FIELD, KEY_SECRET,
+    NAMESPACE, POD_GRACE_ANNOTATION,
+};
+
+/// One call slower than this counts as failed (as a probe's).
+const CALL_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The field manager of what the controller applies on members.
+const MANAGER: &str = "tfjob-federator";
+
+/// What one round found.
+pub struct Round {
+    /// Whether the controller's Lease was renewed, or why not.
+    pub renewed: Result<(), String>,
+    /// Whether the fence key was written this round (when it was due).
+    pub key_written: bool,
+    /// The fence's Lease (`None`: there is none), or why it cannot be read.
+    pub fence: Result<Option<FenceLease>, String>,
+}
+
+/// What the controller stamps its Lease with.
+pub struct Stamp {
+    pub renew_time: jiff::Timestamp,
+    pub fence_after_ms: u64,
+    pub pod_grace_ms: u64,
+}
+
+async fn timed<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, String> {
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(crate::telemetry::shown(&e)),
+        Err(_) => Err(format!("no answer within {}s", CALL_TIMEOUT.as_secs())),
+    }
+}
+
+/// Renews the controller's Lease, writes the fence key when `key` is
+/// given, and reads the fence's Lease.
+pub async fn round(client: &Client, stamp: &Stamp, key: Option<&[u8]>) -> Round {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    let apply = PatchParams::apply(MANAGER).force();
+    let lease = json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": CONTROLLER_LEASE,
+            "namespace": NAMESPACE,
+            "annotations": {
+                FENCE_AFTER_ANNOTATION: stamp.fence_after_ms.to_string(),
+                POD_GRACE_ANNOTATION: stamp.pod_grace_ms.to_string(),
+            },
+        },
+        "spec": {
+            "holderIdentity": MANAGER,
+            "renewTime": MicroTime(stamp.renew_time),
+            "leaseDurationSeconds": i32::try_from(stamp.fence_after_ms.div_ceil(1000)).unwrap_or(i32::MAX),
+        },
+    });
+    let renewed = timed(leases.patch(CONTROLLER_LEASE, &apply, &Patch::Apply(&lease)))
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("applying Lease {NAMESPACE}/{CONTROLLER_LEASE}: {e}"));
+    let mut key_written = false;
+    if let Some(key) = key {
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
+        let secret = json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": KEY_SECRET, "namespace": NAMESPACE},
+            "type": "Opaque",
+            "data": {KEY_FIELD: STANDARD.encode(key)},
+        });
+        match timed(secrets.patch(KEY_SECRET, &apply, &Patch::Apply(&secret))).await {
+            Ok(_) => key_written = true,
+            Err(e) => {
+                tracing::warn!(error = %e, "writing the fence key Secret {NAMESPACE}/{KEY_SECRET} on a member failed; tried again at the next probe")
+            }
+        }
+    }
+    let fence = timed(leases.get_opt(FENCE_LEASE)).await.map(|lease| {
+        lease.map(|lease| {
+            let spec = lease.spec.unwrap_or_default();
+            FenceLease {
+                holder: spec.holder_identity,
+                renew_time: spec.renew_time.map(|t| t.0),
+                duration: spec
+                    .lease_duration_seconds
+                    .and_then(|s| u64::try_from(s).ok())
+                    .map(Duration::from_secs),
+            }
+        })
+    });
+    Round {
+        renewed,
+        key_written,
+        fence,
+    }
+}
