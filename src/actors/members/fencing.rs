@@ -11,12 +11,13 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use crate::builders::{MANAGED_BY_LABEL, MANAGER as MANAGED_BY};
 use crate::fence::{
     CONTROLLER_LEASE, FENCE_AFTER_ANNOTATION, FENCE_LEASE, FenceLease, KEY_FIELD, KEY_SECRET,
     NAMESPACE, POD_GRACE_ANNOTATION,
@@ -75,10 +76,46 @@ pub async fn round(client: &Client, stamp: &Stamp, key: Option<&[u8]>) -> Round 
             "leaseDurationSeconds": i32::try_from(stamp.fence_after_ms.div_ceil(1000)).unwrap_or(i32::MAX),
         },
     });
-    let renewed = timed(leases.patch(CONTROLLER_LEASE, &apply, &Patch::Apply(&lease)))
+    let renew = || async {
+        match tokio::time::timeout(
+            CALL_TIMEOUT,
+            leases.patch(CONTROLLER_LEASE, &apply, &Patch::Apply(&lease)),
+        )
         .await
-        .map(|_| ())
-        .map_err(|e| format!("applying Lease {NAMESPACE}/{CONTROLLER_LEASE}: {e}"));
+        {
+            Ok(answer) => answer.map(|_| ()),
+            Err(_) => Err(kube::Error::Service(
+                format!("no answer within {}s", CALL_TIMEOUT.as_secs()).into(),
+            )),
+        }
+    };
+    let mut renewed = renew().await;
+    // A member without the controller's namespace (one registered without
+    // deploy/member-rbac.yaml's Namespace): made, as a job's namespace is.
+    if let Err(kube::Error::Api(status)) = &renewed
+        && status.code == 404
+    {
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let namespace = Namespace {
+            metadata: kube::api::ObjectMeta {
+                name: Some(NAMESPACE.to_string()),
+                labels: Some([(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let made = timed(namespaces.create(&PostParams::default(), &namespace)).await;
+        if let Err(e) = made {
+            tracing::debug!(error = %e, "making namespace {NAMESPACE} on a member failed");
+        }
+        renewed = renew().await;
+    }
+    let renewed = renewed.map_err(|e| {
+        format!(
+            "applying Lease {NAMESPACE}/{CONTROLLER_LEASE}: {}",
+            crate::telemetry::shown(&e)
+        )
+    });
     let mut key_written = false;
     if let Some(key) = key {
         let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
