@@ -443,7 +443,10 @@ fn a_deleted_lease_or_a_lease_never_renewed_behaves() {
     );
 }
 
-fn fence_lease(renewed: Option<i64>, duration: Option<u64>) -> Result<Option<FenceLease>, String> {
+/// What the controller read of a fence's Lease.
+type Read = Result<Option<FenceLease>, String>;
+
+fn fence_lease(renewed: Option<i64>, duration: Option<u64>) -> Read {
     Ok(Some(FenceLease {
         holder: Some("fence-7d9".into()),
         renew_time: renewed.map(at),
@@ -455,7 +458,7 @@ fn fence_lease(renewed: Option<i64>, duration: Option<u64>) -> Result<Option<Fen
 fn the_fenced_condition_says_whether_a_fence_renews_its_lease() {
     let skew = Duration::from_secs(5);
     // (read, now) → fenced, reason, words
-    let table: Vec<(Result<Option<FenceLease>, String>, i64, bool, &str, &str)> = vec![
+    let table: Vec<(Read, i64, bool, &str, &str)> = vec![
         (
             fence_lease(Some(0), Some(15)),
             3,
