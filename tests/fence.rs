@@ -269,6 +269,89 @@ async fn a_fenced_member_never_runs_a_replica_twice(ground: Ground) {
         fence.check_alive();
         fence.terminate();
     }
+    if ground == Ground::Real {
+        // The fence's identity may do exactly what the README's table says.
+        let granted = can_i_list(&f.kubeconfig("member-1"), "tfjob-federator-fence");
+        let documented = readme_rows("tfjob-federator-fence");
+        assert!(
+            granted.iter().all(|a| documented.contains(a))
+                && documented.iter().all(|a| granted.contains(a)),
+            "kubectl auth can-i --list for tfjob-federator-fence differs from the README's table:\n can-i: {granted:?}\n README: {documented:?}"
+        );
+    }
+}
+
+/// (group, resource, verb) `kubectl auth can-i --list` grants `account`
+/// (in namespace tfjob-federator, so Roles there count), without what
+/// Kubernetes grants every authenticated user.
+fn can_i_list(kubeconfig: &std::path::Path, account: &str) -> Vec<(String, String, String)> {
+    let output = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args([
+            "auth",
+            "can-i",
+            "--list",
+            "--namespace",
+            "tfjob-federator",
+            "--as",
+        ])
+        .arg(format!("system:serviceaccount:tfjob-federator:{account}"))
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut accesses = Vec::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines().skip(1) {
+        let Some(name) = line
+            .split_whitespace()
+            .next()
+            .filter(|n| !n.starts_with('['))
+        else {
+            continue;
+        };
+        let (plural, group) = name.split_once('.').unwrap_or((name, ""));
+        if matches!(group, "authorization.k8s.io" | "authentication.k8s.io")
+            || (group == "certificates.k8s.io" && plural == "clustertrustbundles")
+        {
+            continue;
+        }
+        let verbs = line
+            .rsplit_once('[')
+            .map_or("", |(_, v)| v.trim_end_matches(']'));
+        for verb in verbs.split_whitespace() {
+            accesses.push((group.to_string(), plural.to_string(), verb.to_string()));
+        }
+    }
+    accesses
+}
+
+/// The README's rows for `account`, as (group, resource, verb).
+fn readme_rows(account: &str) -> Vec<(String, String, String)> {
+    let readme = std::fs::read_to_string(real::repo_path("README.md")).expect("README.md");
+    let mut rows = Vec::new();
+    for line in readme.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let [_, identity, group, resource, verbs, _] = cells.as_slice() else {
+            continue;
+        };
+        if !identity.contains(&format!("`{account}`")) {
+            continue;
+        }
+        let group = match group.trim_matches('`') {
+            "core" => "",
+            other => other,
+        };
+        let resource = resource.split('`').nth(1).unwrap_or(resource);
+        for verb in verbs.split(',').map(str::trim) {
+            rows.push((group.to_string(), resource.to_string(), verb.to_string()));
+        }
+    }
+    assert!(!rows.is_empty(), "the README documents {account}");
+    rows
 }
 
 /// Without a fence the MemberCluster says so, and a partition does leave

@@ -586,6 +586,11 @@ impl Handler<Fenced> for MemberSupervisor {
             }
             _ => return,
         }
+        // The member did not answer: nothing new about its fence (the last
+        // known condition stays; Ready says it does not answer).
+        if msg.round.unanswered {
+            return;
+        }
         let condition = crate::fence::condition(
             &msg.round.renewed,
             &msg.round.fence,

@@ -37,6 +37,10 @@ pub struct Round {
     pub key_written: bool,
     /// The fence's Lease (`None`: there is none), or why it cannot be read.
     pub fence: Result<Option<FenceLease>, String>,
+    /// A call of this round got no answer (the member is cut off or slow
+    /// now): it says nothing of the fence, only of the connection, which
+    /// the Ready condition shows.
+    pub unanswered: bool,
 }
 
 /// What the controller stamps its Lease with.
@@ -110,6 +114,7 @@ pub async fn round(client: &Client, stamp: &Stamp, key: Option<&[u8]>) -> Round 
         }
         renewed = renew().await;
     }
+    let mut unanswered = matches!(&renewed, Err(e) if !matches!(e, kube::Error::Api(_)));
     let renewed = renewed.map_err(|e| {
         format!(
             "applying Lease {NAMESPACE}/{CONTROLLER_LEASE}: {}",
@@ -133,7 +138,13 @@ pub async fn round(client: &Client, stamp: &Stamp, key: Option<&[u8]>) -> Round 
             }
         }
     }
-    let fence = timed(leases.get_opt(FENCE_LEASE)).await.map(|lease| {
+    let read = tokio::time::timeout(CALL_TIMEOUT, leases.get_opt(FENCE_LEASE)).await;
+    unanswered |= !matches!(&read, Ok(Ok(_)) | Ok(Err(kube::Error::Api(_))));
+    let read = match read {
+        Ok(answer) => answer.map_err(|e| crate::telemetry::shown(&e)),
+        Err(_) => Err(format!("no answer within {}s", CALL_TIMEOUT.as_secs())),
+    };
+    let fence = read.map(|lease| {
         lease.map(|lease| {
             let spec = lease.spec.unwrap_or_default();
             FenceLease {
@@ -150,5 +161,6 @@ pub async fn round(client: &Client, stamp: &Stamp, key: Option<&[u8]>) -> Round 
         renewed,
         key_written,
         fence,
+        unanswered,
     }
 }
