@@ -18,6 +18,11 @@ pub enum ConfigError {
         path: String,
         source: serde_yaml::Error,
     },
+    #[error("{path}: {source}")]
+    Fence {
+        path: String,
+        source: crate::fence::SettingsError,
+    },
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -55,6 +60,18 @@ pub struct ControllerConfig {
     /// connected or returns), so nothing the controller made outlives its
     /// job for long, whoever ran the job.
     pub sweep_interval_ms: u64,
+    /// A member's fence (`tfjob-federator fence`) stops the federation's
+    /// pods there once the controller has not renewed its Lease on that
+    /// member for this long. The controller renews it at every good probe
+    /// and writes this value into it, so the fences obey this setting.
+    pub fence_after_ms: u64,
+    /// The most termination grace a fence gives a pod it stops (whole
+    /// seconds, at least one): a pod's own grace, capped at this.
+    pub fence_pod_grace_ms: u64,
+    /// How far apart the clocks of home's controller and a member's fence
+    /// may be. `clusterLostTimeoutMs` must exceed `fenceAfterMs` +
+    /// `fencePodGraceMs` + this (`fence::check`).
+    pub clock_skew_margin_ms: u64,
 }
 
 impl Default for ControllerConfig {
@@ -70,6 +87,9 @@ impl Default for ControllerConfig {
             cluster_lost_timeout_ms: 60_000,
             lease_duration_ms: 15_000,
             sweep_interval_ms: 600_000,
+            fence_after_ms: 30_000,
+            fence_pod_grace_ms: 10_000,
+            clock_skew_margin_ms: 5_000,
         }
     }
 }
@@ -83,10 +103,36 @@ impl ControllerConfig {
             path: path.display().to_string(),
             source,
         })?;
-        serde_yaml::from_str(&text).map_err(|source| ConfigError::Parse {
+        let config: ControllerConfig =
+            serde_yaml::from_str(&text).map_err(|source| ConfigError::Parse {
+                path: path.display().to_string(),
+                source,
+            })?;
+        config.check().map_err(|source| ConfigError::Fence {
             path: path.display().to_string(),
             source,
-        })
+        })?;
+        Ok(config)
+    }
+
+    /// Whether the settings keep the fence's guarantee: the controller
+    /// refuses to start otherwise.
+    pub fn check(&self) -> Result<(), crate::fence::SettingsError> {
+        crate::fence::check(&self.fence_settings())
+    }
+
+    pub fn fence_settings(&self) -> crate::fence::Settings {
+        crate::fence::Settings {
+            cluster_lost_timeout_ms: self.cluster_lost_timeout_ms,
+            fence_after_ms: self.fence_after_ms,
+            fence_pod_grace_ms: self.fence_pod_grace_ms,
+            clock_skew_margin_ms: self.clock_skew_margin_ms,
+            member_probe_interval_ms: self.member_probe_interval_ms,
+        }
+    }
+
+    pub fn clock_skew_margin(&self) -> Duration {
+        Duration::from_millis(self.clock_skew_margin_ms)
     }
 
     pub fn status_write_interval(&self) -> Duration {
@@ -132,6 +178,27 @@ mod tests {
             ControllerConfig::load(Some(&path)).expect("config/default.yaml loads"),
             ControllerConfig::default()
         );
+    }
+
+    #[test]
+    fn the_defaults_keep_the_fences_guarantee() {
+        assert_eq!(ControllerConfig::default().check(), Ok(()));
+    }
+
+    #[test]
+    fn a_lost_timeout_that_does_not_wait_for_the_fence_is_refused_naming_both() {
+        let dir = std::env::temp_dir().join(format!("tfjob-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let path = dir.join("fence.yaml");
+        std::fs::write(&path, "clusterLostTimeoutMs: 30000\nfenceAfterMs: 30000\n")
+            .expect("written");
+        let err = ControllerConfig::load(Some(&path)).expect_err("refused");
+        let text = err.to_string();
+        assert!(
+            text.contains("clusterLostTimeoutMs (30000)") && text.contains("fenceAfterMs (30000)"),
+            "{text}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub enum StartError {
         name = signing::KEY_SECRET
     )]
     SigningKey(String),
+    #[error("refusing these settings: {0}")]
+    Settings(#[from] crate::fence::SettingsError),
 }
 
 /// The key the controller signs its pods, services and job statuses with:
@@ -207,6 +209,7 @@ pub async fn start_with(
     metrics: Arc<Metrics>,
     readiness: Readiness,
 ) -> Result<Controller, StartError> {
+    config.check()?;
     let home = telemetry::instrumented_client(home, &config.home_cluster_name, metrics.clone())?;
     let signer = Arc::new(load_signer(&home, Backoff::from(config.retry_interval())).await?);
     let reporter = Reporter {

@@ -11,11 +11,12 @@ pub mod controller;
 pub mod demo;
 pub mod election;
 pub mod join;
+pub mod member_fence;
 pub mod plan;
 pub mod plugin;
 pub mod telemetry;
 
 pub use tfjob_core::{
-    api, builders, capacity, isolation, lifecycle, member_health, member_identity, observed,
+    api, builders, capacity, fence, isolation, lifecycle, member_health, member_identity, observed,
     placement, quantity, record, shown_error, signing, status, sweep, validation, what_if,
 };

@@ -176,6 +176,34 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// The member-side fence (README "The fence"): run inside a member
+    /// cluster with the member's own identity. Once the controller has not
+    /// renewed its Lease there for fenceAfterMs, deletes every pod this
+    /// federation placed on the member, until the Lease is renewed again.
+    Fence {
+        /// Kubeconfig of the member (default: in-cluster, or the usual inference).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Context in that kubeconfig.
+        #[arg(long)]
+        context: Option<String>,
+        /// The controller's namespace on the member, where the Leases and
+        /// the fence key are (default: $POD_NAMESPACE, else tfjob-federator).
+        #[arg(long)]
+        namespace: Option<String>,
+        /// This fence's name in its Lease (default: $HOSTNAME, else random).
+        #[arg(long)]
+        identity: Option<String>,
+        /// fenceAfterMs while the controller's Lease does not say it.
+        #[arg(long, default_value_t = 30_000)]
+        fence_after_ms: u64,
+        /// fencePodGraceMs while the controller's Lease does not say it.
+        #[arg(long, default_value_t = 10_000)]
+        fence_pod_grace_ms: u64,
+        /// How often the fence renews its own Lease (milliseconds).
+        #[arg(long, default_value_t = 5_000)]
+        renew_interval_ms: u64,
+    },
     /// Print every CRD this controller owns, as YAML.
     Crd,
 }
@@ -294,6 +322,43 @@ fn main() -> anyhow::Result<()> {
                 server.stop().await;
                 Ok(())
             })
+        }
+        Command::Fence {
+            kubeconfig,
+            context,
+            namespace,
+            identity,
+            fence_after_ms,
+            fence_pod_grace_ms,
+            renew_interval_ms,
+        } => {
+            let options = tfjob_federator::member_fence::FenceOptions {
+                kubeconfig,
+                context,
+                namespace: namespace
+                    .or_else(|| std::env::var("POD_NAMESPACE").ok())
+                    .unwrap_or_else(|| tfjob_federator::fence::NAMESPACE.into()),
+                identity: identity
+                    .or_else(|| std::env::var("HOSTNAME").ok())
+                    .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+                fence_after: std::time::Duration::from_millis(fence_after_ms),
+                pod_grace_ms: fence_pod_grace_ms,
+                // Under 100 ms the renewals would spin.
+                renew_interval: std::time::Duration::from_millis(renew_interval_ms.max(100)),
+            };
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            runtime.block_on(async move {
+                let shutdown = async {
+                    if let Err(e) = wait_for_signal().await {
+                        tracing::warn!(error = %e, "waiting for a signal failed");
+                    }
+                };
+                tfjob_federator::member_fence::run(options, shutdown).await
+            })?;
+            Ok(())
         }
         Command::Sim {
             clusters,

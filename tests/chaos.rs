@@ -39,7 +39,8 @@ use tfjob_federator::api::MemberCluster;
 
 const SELECTOR: &str = "app.kubernetes.io/managed-by=tfjob-federator";
 const SETTINGS: &str = "memberProbeIntervalMs: 500\nclusterLostTimeoutMs: 3000\n\
-                        sweepIntervalMs: 2000\nleaseDurationMs: 3000\n";
+                        sweepIntervalMs: 2000\nleaseDurationMs: 3000\n\
+                        fenceAfterMs: 1250\nfencePodGraceMs: 1000\nclockSkewMarginMs: 250\n";
 
 /// What the checker saw.
 #[derive(Default, Debug)]

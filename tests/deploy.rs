@@ -1,6 +1,7 @@
 //! The install recipes: the Helm chart (`deploy/helm/tfjob-federator`) lints
 //! clean, renders what it promises and is the one source of
-//! `deploy/controller.yaml` and `deploy/member-rbac.yaml`; installed with
+//! `deploy/controller.yaml`, `deploy/member-rbac.yaml` and
+//! `deploy/member-fence.yaml`; installed with
 //! `helm install` on a real cluster it creates every object, and the
 //! controller, run as a local process with the token of the ServiceAccount
 //! the chart made, runs a job to completion. The kustomize base (`deploy/`)
@@ -142,6 +143,14 @@ fn helm_lint_is_clean_with_every_switch() {
             "memberRBAC.enabled=true",
         ],
         &[
+            "--set",
+            "controller.enabled=false",
+            "--set",
+            "memberRBAC.enabled=true",
+            "--set",
+            "memberFence.enabled=true",
+        ],
+        &[
             "--namespace",
             "ml-platform",
             "--set",
@@ -172,7 +181,7 @@ fn plain_manifests_are_rendered_from_the_chart() {
         &repo_path("hack/render-deploy"),
         &[out.to_str().expect("a UTF-8 path")],
     );
-    for file in ["controller.yaml", "member-rbac.yaml"] {
+    for file in ["controller.yaml", "member-rbac.yaml", "member-fence.yaml"] {
         let rendered = std::fs::read_to_string(out.join(file)).expect("rendered");
         assert!(
             rendered == read(&format!("deploy/{file}")),

@@ -8,6 +8,10 @@
 //! condition, and publish the lost members in `Shared::lost_clusters`, from
 //! which the jobs with replicas there fail over.
 //!
+//! After each good probe the controller's Lease on the member is renewed
+//! and the member's fence's Lease read (`fencing`, `crate::fence`), for
+//! its `Fenced` condition.
+//!
 //! Who a member is (`identity`) is read by every probe: a connection's
 //! informers run only while its cluster is accepted, and a probe counts as
 //! good only then. Where replicas go is decided here too (`placing`),
@@ -16,6 +20,7 @@
 //! managed-by label `join` sets; a Secret made by hand without it is read
 //! when its MemberCluster changes.
 
+mod fencing;
 mod identity;
 mod placing;
 
@@ -76,6 +81,8 @@ struct Connection {
     /// The pod informer's actor of this connection, not started until the
     /// cluster is accepted.
     idle: Option<ClusterActor>,
+    /// The fence key was written to the member through this connection.
+    fence_key_written: bool,
 }
 
 impl Connection {
@@ -106,6 +113,17 @@ struct Probed {
     name: String,
     serial: u64,
     probe: Probe,
+    /// When the probe was sent, by this host's clock: what a renewal of
+    /// the controller's Lease after it is stamped with.
+    sent: jiff::Timestamp,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Fenced {
+    name: String,
+    serial: u64,
+    round: fencing::Round,
 }
 
 /// Watches MemberClusters, keeps one connection and one health machine per
@@ -141,6 +159,8 @@ pub struct MemberSupervisor {
     recorded: HashMap<String, (String, String)>,
     /// The serial of the next connection.
     next_serial: u64,
+    /// Each member's `Fenced` condition, once its fence's Lease was read.
+    fenced: HashMap<String, crate::fence::Condition>,
     _alive: Alive,
 }
 
@@ -163,6 +183,7 @@ impl MemberSupervisor {
             reading_home_identity: false,
             recorded: HashMap::new(),
             next_serial: 0,
+            fenced: HashMap::new(),
         }
     }
 
@@ -241,7 +262,7 @@ impl MemberSupervisor {
                     let (idle, handle) = ClusterActor::replacing(name.clone(), client, act.shared.metrics.clone(), previous.as_ref());
                     tracing::info!(cluster = %name, "member cluster connected; checking who it is");
                     act.next_serial += 1;
-                    let connection = Connection { handle, serial: act.next_serial, informers: None, reached: None, standing: Standing::Unknown, secret_version: version, idle: Some(idle) };
+                    let connection = Connection { handle, serial: act.next_serial, informers: None, reached: None, standing: Standing::Unknown, secret_version: version, idle: Some(idle), fence_key_written: false };
                     act.connections.insert(name.clone(), connection);
                     act.health_step(ctx, &name, Event::Connected);
                 }
@@ -259,12 +280,40 @@ impl MemberSupervisor {
         };
         let (client, serial) = (connection.handle.client.clone(), connection.serial);
         let (me, name) = (ctx.address(), name.to_string());
+        let sent = jiff::Timestamp::now();
         tokio::spawn(async move {
             let probe = clusters::probe(&client).await;
             me.do_send(Probed {
                 name,
                 serial,
                 probe,
+                sent,
+            });
+        });
+    }
+
+    /// After a good probe sent at `sent`: renews the controller's Lease on
+    /// the member, hands its fence the key (once per connection) and reads
+    /// the fence's Lease.
+    fn fence_round(&self, ctx: &mut Context<Self>, name: &str, sent: jiff::Timestamp) {
+        let Some(connection) = self.connections.get(name) else {
+            return;
+        };
+        let (client, serial) = (connection.handle.client.clone(), connection.serial);
+        let key = (!connection.fence_key_written).then(|| self.shared.signer.fence_key().to_vec());
+        let config = &self.shared.config;
+        let stamp = fencing::Stamp {
+            renew_time: sent,
+            fence_after_ms: config.fence_after_ms,
+            pod_grace_ms: config.fence_pod_grace_ms,
+        };
+        let (me, name) = (ctx.address(), name.to_string());
+        tokio::spawn(async move {
+            let round = fencing::round(&client, &stamp, key.as_deref()).await;
+            me.do_send(Fenced {
+                name,
+                serial,
+                round,
             });
         });
     }
@@ -330,6 +379,12 @@ impl MemberSupervisor {
             ready,
             identity,
             capacity.as_ref(),
+            Time(jiff::Timestamp::now()),
+        );
+        clusters::add_fenced(
+            &mut status,
+            &previous,
+            self.fenced.get(name),
             Time(jiff::Timestamp::now()),
         );
         status.observed_generation = spec.and_then(|m| m.metadata.generation);
@@ -451,6 +506,7 @@ impl Handler<MemberObserved> for MemberSupervisor {
                 }
                 self.pod_policies.remove(&name);
                 self.recorded.remove(&name);
+                self.fenced.remove(&name);
                 self.health_step(ctx, &name, Event::Removed);
                 // A duplicate of it may be accepted now.
                 self.reassess(ctx);
@@ -511,7 +567,53 @@ impl Handler<Probed> for MemberSupervisor {
             &msg.probe.reached,
             &self.home_identity,
         );
+        if answer == Answer::Good {
+            self.fence_round(ctx, &msg.name, msg.sent);
+        }
         self.health_step(ctx, &msg.name, Event::Probed(answer));
+    }
+}
+
+impl Handler<Fenced> for MemberSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Fenced, _ctx: &mut Self::Context) {
+        let _timer = self.shared.metrics.handling(ActorKind::MemberSupervisor);
+        match self.connections.get_mut(&msg.name) {
+            // A round through a connection replaced since is no news.
+            Some(connection) if connection.serial == msg.serial => {
+                connection.fence_key_written |= msg.round.key_written;
+            }
+            _ => return,
+        }
+        // The member did not answer: nothing new about its fence (the last
+        // known condition stays; Ready says it does not answer).
+        if msg.round.unanswered {
+            return;
+        }
+        let condition = crate::fence::condition(
+            &msg.round.renewed,
+            &msg.round.fence,
+            jiff::Timestamp::now(),
+            self.shared.config.clock_skew_margin(),
+        );
+        let before = self.fenced.get(&msg.name);
+        let changed =
+            before.is_none_or(|c| (c.fenced, c.reason) != (condition.fenced, condition.reason));
+        if changed {
+            if let Err(why) = &msg.round.renewed {
+                tracing::warn!(cluster = %msg.name, error = %why, "cannot renew the controller's Lease on the member: a fence there stops the federation's pods");
+            } else if condition.fenced {
+                tracing::info!(cluster = %msg.name, "member cluster fenced: {}", condition.message);
+            } else {
+                tracing::info!(cluster = %msg.name, "member cluster not fenced: {}", condition.message);
+            }
+        }
+        self.fenced.insert(msg.name.clone(), condition);
+        if changed && let Some(health) = self.health.get(&msg.name) {
+            let ready = health.condition();
+            self.report(&msg.name, &ready);
+        }
     }
 }
 

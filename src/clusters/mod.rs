@@ -15,4 +15,4 @@ pub use crate::api::SECRETS_NAMESPACE;
 pub use capacity::{CapacityWatch, Changed, PodSecurityWatch};
 pub use connect::{ConnectError, member_client, unsafe_entries};
 pub use pods::{ClusterActor, ClusterHandle, PodChanged, PodKey};
-pub use probe::{IDENTITY_NAMESPACE, Probe, identity, member_status, probe};
+pub use probe::{IDENTITY_NAMESPACE, Probe, add_fenced, identity, member_status, probe};

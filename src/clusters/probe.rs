@@ -92,6 +92,38 @@ pub fn member_status(
     }
 }
 
+/// Adds the `Fenced` condition to `status`: `fenced` when the fence's
+/// Lease was read since, else the one `previous` shows (an unreachable
+/// member's fence cannot be read; what was last known stays). Its
+/// transition time stays while its status holds.
+pub fn add_fenced(
+    status: &mut MemberClusterStatus,
+    previous: &MemberClusterStatus,
+    fenced: Option<&crate::fence::Condition>,
+    now: Time,
+) {
+    let before = previous
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == crate::fence::FENCED_CONDITION);
+    let Some(fenced) = fenced else {
+        status.conditions.extend(before.cloned());
+        return;
+    };
+    let value = if fenced.fenced { "True" } else { "False" };
+    let transition = before
+        .filter(|c| c.status == value)
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap_or(now);
+    status.conditions.push(ClusterCondition {
+        condition_type: crate::fence::FENCED_CONDITION.into(),
+        status: value.into(),
+        last_transition_time: Some(transition),
+        reason: Some(fenced.reason.into()),
+        message: Some(fenced.message.clone()),
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +161,41 @@ mod tests {
             Some(at(20)),
             "the last good heartbeat stays"
         );
+    }
+
+    #[test]
+    fn fenced_follows_ready_keeps_its_transition_time_and_stays_while_unread() {
+        let ok = probed(true, "ok");
+        let fenced = |yes: bool| crate::fence::Condition {
+            fenced: yes,
+            reason: if yes { "FenceRenewing" } else { "NoFence" },
+            message: "m".into(),
+        };
+        let mut first = member_status(&MemberClusterStatus::default(), &ok, None, None, at(10));
+        add_fenced(
+            &mut first,
+            &MemberClusterStatus::default(),
+            Some(&fenced(true)),
+            at(10),
+        );
+        let mut second = member_status(&first, &ok, None, None, at(20));
+        add_fenced(&mut second, &first, Some(&fenced(true)), at(20));
+        assert_eq!(second.conditions.len(), 2);
+        assert_eq!(second.conditions[0].condition_type, READY_CONDITION);
+        assert_eq!(second.conditions[1].condition_type, "Fenced");
+        assert_eq!(second.conditions[1].last_transition_time, Some(at(10)));
+        // Not read (the member is cut off): the last known one stays.
+        let mut third = member_status(&second, &probed(false, "no answer"), None, None, at(30));
+        add_fenced(&mut third, &second, None, at(30));
+        assert_eq!(third.conditions[1], second.conditions[1]);
+        let mut fourth = member_status(&third, &ok, None, None, at(40));
+        add_fenced(&mut fourth, &third, Some(&fenced(false)), at(40));
+        assert_eq!(fourth.conditions[1].status, "False");
+        assert_eq!(fourth.conditions[1].last_transition_time, Some(at(40)));
+        // Never read: no Fenced condition at all.
+        let mut none = member_status(&MemberClusterStatus::default(), &ok, None, None, at(10));
+        add_fenced(&mut none, &MemberClusterStatus::default(), None, at(10));
+        assert_eq!(none.conditions.len(), 1);
     }
 
     #[test]

@@ -27,8 +27,10 @@ pub const CLUSTERS: [&str; 3] = ["home", "member-1", "member-2"];
 /// Controller settings: place on the members only.
 pub const HOME_NOT_TARGET: &str = "homeIsTarget: false\n";
 /// Controller settings: short probe interval and lost timeout, so that a
-/// loss shows in seconds.
-pub const FAST_LOSS: &str = "memberProbeIntervalMs: 500\nclusterLostTimeoutMs: 3000\n";
+/// loss shows in seconds (and the fence settings that such a lost timeout
+/// allows: 1250 + 1000 + 250 < 3000).
+pub const FAST_LOSS: &str = "memberProbeIntervalMs: 500\nclusterLostTimeoutMs: 3000\n\
+                             fenceAfterMs: 1250\nfencePodGraceMs: 1000\nclockSkewMarginMs: 250\n";
 
 /// A federation's running world, jobs as JSON.
 pub type Federation = Env<Json>;

@@ -57,6 +57,18 @@ struct FaultsUpdate {
     fail_requests: Option<FailRequests>,
 }
 
+tokio::task_local! {
+    /// Set for requests on a cluster's direct port: no fault applies there
+    /// (it stands for what runs inside the cluster, which a partition
+    /// between home and the cluster does not cut off).
+    pub static DIRECT: bool;
+}
+
+/// Whether the request being served came through the direct port.
+pub fn is_direct() -> bool {
+    DIRECT.try_with(|direct| *direct).unwrap_or(false)
+}
+
 pub struct FaultState {
     tx: watch::Sender<Faults>,
 }
@@ -76,6 +88,9 @@ impl FaultState {
 
     /// Waits while the cluster is partitioned.
     pub async fn wait_reachable(&self) {
+        if is_direct() {
+            return;
+        }
         let mut rx = self.tx.subscribe();
         // The sender lives as long as the cluster, so this only ends when healed.
         let _ = rx.wait_for(|f| !f.partitioned).await;
@@ -83,6 +98,9 @@ impl FaultState {
 
     /// Applies partition, latency and the error rate to one request.
     pub async fn before_request(&self) -> Result<(), ApiError> {
+        if is_direct() {
+            return Ok(());
+        }
         self.wait_reachable().await;
         let faults = self.current();
         if faults.latency_ms > 0 {

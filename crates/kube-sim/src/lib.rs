@@ -91,6 +91,9 @@ pub struct Access {
 pub struct RunningCluster {
     pub name: String,
     pub address: SocketAddr,
+    /// The same cluster past every fault (`faults::DIRECT`): for what runs
+    /// inside the cluster, such as a member's fence.
+    pub direct_address: SocketAddr,
     stop: signal::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -103,6 +106,11 @@ impl RunningCluster {
     /// A kubeconfig with one cluster, user and context, all named after the cluster.
     pub fn kubeconfig(&self) -> String {
         kubeconfig_yaml(&self.name, &self.url())
+    }
+
+    /// The kubeconfig of the direct port, which no fault reaches.
+    pub fn direct_kubeconfig(&self) -> String {
+        kubeconfig_yaml(&self.name, &format!("http://{}", self.direct_address))
     }
 
     /// Stops accepting requests and closes open watches.
@@ -130,6 +138,8 @@ async fn start(
 ) -> std::io::Result<(RunningCluster, Arc<Cluster>)> {
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
     let address = listener.local_addr()?;
+    let direct = TcpListener::bind(("127.0.0.1", 0)).await?;
+    let direct_address = direct.local_addr()?;
     let (stop, shutdown) = signal::channel(false);
     let cluster = Arc::new(Cluster {
         name: name.to_string(),
@@ -147,11 +157,18 @@ async fn start(
     tokio::spawn(scheduler::run(cluster.clone()));
     tokio::spawn(kubelet::run(cluster.clone()));
     tokio::spawn(nodes::heartbeat(cluster.clone(), options.nodes.clone()));
-    let task = tokio::spawn(accept_loop(listener, cluster.clone(), shutdown));
+    let (faulty, past_faults) = (
+        accept_loop(listener, cluster.clone(), shutdown.clone(), false),
+        accept_loop(direct, cluster.clone(), shutdown, true),
+    );
+    let task = tokio::spawn(async move {
+        tokio::join!(faulty, past_faults);
+    });
     tracing::info!(cluster = name, %address, "simulated cluster serving");
     let running = RunningCluster {
         name: name.to_string(),
         address,
+        direct_address,
         stop,
         task,
     };
@@ -196,6 +213,7 @@ async fn accept_loop(
     listener: TcpListener,
     cluster: Arc<Cluster>,
     mut shutdown: signal::Receiver<bool>,
+    direct: bool,
 ) {
     loop {
         let accepted = tokio::select! {
@@ -212,7 +230,7 @@ async fn accept_loop(
         let _ = socket.set_nodelay(true);
         let cluster = cluster.clone();
         let mut conn_shutdown = shutdown.clone();
-        tokio::spawn(async move {
+        tokio::spawn(faults::DIRECT.scope(direct, async move {
             let service = service_fn(move |req| {
                 let cluster = cluster.clone();
                 async move { Ok::<_, std::convert::Infallible>(server::handle(cluster, req).await) }
@@ -223,7 +241,7 @@ async fn accept_loop(
                 _ = conn.as_mut() => {}
                 _ = conn_shutdown.changed() => {}
             }
-        });
+        }));
     }
 }
 
@@ -240,7 +258,8 @@ pub fn cluster_names(count: usize) -> Vec<String> {
         .collect()
 }
 
-/// Writes `DIR/<name>.kubeconfig` for every cluster, then `DIR/ready`.
+/// Writes `DIR/<name>.kubeconfig` and `DIR/<name>.direct.kubeconfig` (past
+/// every fault) for every cluster, then `DIR/ready`.
 pub fn write_kubeconfigs(dir: &Path, clusters: &[RunningCluster]) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let mut paths = Vec::new();
@@ -248,6 +267,10 @@ pub fn write_kubeconfigs(dir: &Path, clusters: &[RunningCluster]) -> std::io::Re
         let path = dir.join(format!("{}.kubeconfig", c.name));
         std::fs::write(&path, c.kubeconfig())?;
         paths.push(path);
+        std::fs::write(
+            dir.join(format!("{}.direct.kubeconfig", c.name)),
+            c.direct_kubeconfig(),
+        )?;
     }
     std::fs::write(
         dir.join("ready"),

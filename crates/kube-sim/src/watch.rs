@@ -74,7 +74,9 @@ pub fn serve(
         filter: Box::new(filter),
         tx,
     };
-    tokio::spawn(async move {
+    // A watch on the direct port stays past faults.
+    let direct = crate::faults::is_direct();
+    tokio::spawn(crate::faults::DIRECT.scope(direct, async move {
         match start {
             Ok(start) => {
                 stream
@@ -88,7 +90,7 @@ pub fn serve(
                     .await;
             }
         }
-    });
+    }));
     let body = StreamBody::new(rx).boxed_unsync();
     let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::OK;

@@ -10,6 +10,7 @@
 pub mod api;
 pub mod builders;
 pub mod capacity;
+pub mod fence;
 #[cfg(test)]
 mod fuzz;
 pub mod isolation;

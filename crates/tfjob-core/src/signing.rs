@@ -29,6 +29,8 @@ pub const KEY_FIELD: &str = "key";
 
 pub struct Signer {
     key: hmac::Key,
+    /// The fence key (`fence_key`), derived from `key`.
+    fence: FenceVerifier,
     /// When the key was made: older unsigned objects predate signing.
     since: Option<Timestamp>,
     /// When the controllers began to seal job statuses (`record`): the
@@ -48,8 +50,11 @@ pub fn subject(job_uid: &str, replica: &str, epoch: &str, kind: &str) -> String 
 
 impl Signer {
     pub fn new(key: &[u8], since: Option<Timestamp>) -> Signer {
+        let key = hmac::Key::new(hmac::HMAC_SHA256, key);
+        let fence = FenceVerifier::new(hmac::sign(&key, FENCE_KEY_DERIVATION).as_ref());
         Signer {
-            key: hmac::Key::new(hmac::HMAC_SHA256, key),
+            key,
+            fence,
             since,
             sealing_since: None,
         }
@@ -66,6 +71,13 @@ impl Signer {
     /// Whether a job created at `created` predates sealing.
     pub fn sealing_began_after(&self, created: Option<Timestamp>) -> bool {
         matches!((created, self.sealing_since), (Some(created), Some(since)) if created < since)
+    }
+
+    /// The key a member's fence verifies pods with (see [`FenceVerifier`]):
+    /// derived from this one, so that handing it to the members gives them
+    /// no power to sign anything the controller trusts.
+    pub fn fence_key(&self) -> &[u8] {
+        &self.fence.material
     }
 
     pub fn sign(&self, subject: &str) -> String {
@@ -97,6 +109,44 @@ impl Signer {
                 matches!((created, self.since), (Some(created), Some(since)) if created < since)
             }
         }
+    }
+}
+
+/// The annotation that carries a pod's fence signature: an HMAC of the same
+/// subject under the fence key, which the members' fences hold.
+pub const FENCE_SIGNATURE_ANNOTATION: &str = "federation.tfjob.io/fence-signature";
+
+/// What the fence key is derived from (an HMAC of it under the controller's key).
+const FENCE_KEY_DERIVATION: &[u8] = b"tfjob-federator fence key v1";
+
+/// The fence key: the controller signs each pod with it too, and a
+/// member's fence (which holds only this key, never the controller's)
+/// stops only pods whose fence signature verifies. Whoever holds it can
+/// make a pod the fence would stop — on a cluster where they may create
+/// pods anyway — and nothing the controller trusts.
+#[derive(Clone)]
+pub struct FenceVerifier {
+    key: hmac::Key,
+    material: Vec<u8>,
+}
+
+impl FenceVerifier {
+    pub fn new(material: &[u8]) -> FenceVerifier {
+        FenceVerifier {
+            key: hmac::Key::new(hmac::HMAC_SHA256, material),
+            material: material.to_vec(),
+        }
+    }
+
+    pub fn sign(&self, subject: &str) -> String {
+        URL_SAFE_NO_PAD.encode(hmac::sign(&self.key, subject.as_bytes()).as_ref())
+    }
+
+    /// Whether `signature` is this key's of `subject`.
+    pub fn verifies(&self, subject: &str, signature: &str) -> bool {
+        URL_SAFE_NO_PAD
+            .decode(signature)
+            .is_ok_and(|tag| hmac::verify(&self.key, subject.as_bytes(), &tag).is_ok())
     }
 }
 
@@ -141,9 +191,15 @@ impl Trust {
             &epoch.to_string(),
             kind,
         );
-        meta.annotations
-            .get_or_insert_with(Default::default)
-            .insert(SIGNATURE_ANNOTATION.to_string(), self.signer.sign(&subject));
+        let annotations = meta.annotations.get_or_insert_with(Default::default);
+        annotations.insert(SIGNATURE_ANNOTATION.to_string(), self.signer.sign(&subject));
+        // Only pods are stopped by a fence.
+        if kind == "Pod" {
+            annotations.insert(
+                FENCE_SIGNATURE_ANNOTATION.to_string(),
+                self.signer.fence.sign(&subject),
+            );
+        }
     }
 }
 
@@ -176,5 +232,22 @@ mod tests {
         assert!(!signer.trusts(&worker, None, Some(after)));
         assert!(!signer.trusts(&worker, None, None));
         assert_eq!(new_key().map(|k| k.len()), Ok(32));
+    }
+
+    #[test]
+    fn the_fence_key_verifies_fence_signatures_and_signs_nothing_the_controller_trusts() {
+        let signer = Signer::new(b"0123456789abcdef0123456789abcdef", None);
+        let fence = FenceVerifier::new(signer.fence_key());
+        let worker = subject("uid-1", "worker-0", "2", "Pod");
+        let fence_signature = fence.sign(&worker);
+        assert!(fence.verifies(&worker, &fence_signature));
+        assert!(!fence.verifies(&subject("uid-1", "worker-1", "2", "Pod"), &fence_signature));
+        // The controller's signature is not the fence's, nor the other way.
+        assert!(!fence.verifies(&worker, &signer.sign(&worker)));
+        assert!(!signer.trusts(&worker, Some(&fence_signature), None));
+        assert_ne!(signer.fence_key(), b"0123456789abcdef0123456789abcdef");
+        // Another controller's fence key does not verify.
+        let stranger = Signer::new(b"another key, another controller.", None);
+        assert!(!FenceVerifier::new(stranger.fence_key()).verifies(&worker, &fence_signature));
     }
 }

@@ -4,7 +4,11 @@
 //	real-clusters --clusters N --kubeconfig-dir DIR [--nodes K] [--gpus-per-node G]
 //	    [--cpu-per-node C] [--memory-per-node M] [--register]
 //
-// writes DIR/<name>.kubeconfig (clusters home, member-1, …), then DIR/ready,
+// writes DIR/<name>.kubeconfig (clusters home, member-1, …) and
+// DIR/<name>.direct.kubeconfig (the same admin, to the API server itself,
+// past the fault proxy: for what runs inside the cluster, such as a
+// member's fence, which a partition between home and the member does not
+// cut off), then DIR/ready,
 // and runs until SIGINT or SIGTERM, when it stops every process it started.
 //
 // Per cluster: kube-apiserver (RBAC, the default admission plugins with Pod
@@ -155,6 +159,10 @@ func run(ctx context.Context, o options, procs *processes) error {
 	for _, c := range clusters {
 		path := filepath.Join(o.kubeconfigDir, c.name+".kubeconfig")
 		if err := clientcmd.WriteToFile(*c.userKubeconfig(), path); err != nil {
+			return err
+		}
+		direct := filepath.Join(o.kubeconfigDir, c.name+".direct.kubeconfig")
+		if err := clientcmd.WriteToFile(*c.kubeconfig(c.direct), direct); err != nil {
 			return err
 		}
 	}
