@@ -698,21 +698,43 @@ async fn create_pod(client: &kube::Client, namespace: &str, case: &PodCase) -> P
     };
     let answer = match pods.create(&params, &pod).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) => Err((
-            status.code,
-            status.message.clone(),
-            status
+        Err(kube::Error::Api(status)) => {
+            let causes: BTreeSet<(String, String)> = status
                 .details
                 .iter()
                 .flat_map(|d| d.causes.iter())
                 .map(|c| (c.field.clone(), c.message.clone()))
-                .collect(),
-        )),
+                .collect();
+            Err((
+                status.code,
+                in_cause_order(&status.message, &causes),
+                causes,
+            ))
+        }
         Err(e) => panic!("creating pod {}: {e}", case.name),
     };
     PodVerdict {
         pod: answer,
         job: String::new(),
+    }
+}
+
+/// `message` with its list of errors (`…is invalid: [a, b]`) in the order
+/// of `causes`: kube-apiserver lists errors of one map (a pod's
+/// annotations) in Go's random map order, so only the set is its answer.
+fn in_cause_order(message: &str, causes: &BTreeSet<(String, String)>) -> String {
+    let listed: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+    match message.split_once(": [") {
+        Some((head, list))
+            if causes.len() > 1
+                && list.strip_suffix(']').is_some_and(|inner| {
+                    inner.len() == listed.join(", ").len()
+                        && listed.iter().all(|item| inner.contains(item.as_str()))
+                }) =>
+        {
+            format!("{head}: [{}]", listed.join(", "))
+        }
+        _ => message.to_string(),
     }
 }
 
