@@ -1500,34 +1500,10 @@ fn all_accesses(rules: &[PolicyRule]) -> Vec<serde_json::Value> {
 
 /// The rows of the README's table of what `account` may do, as accesses.
 fn readme_accesses(account: &str) -> Vec<serde_json::Value> {
-    let readme =
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-            .expect("README.md");
-    let mut accesses = Vec::new();
-    for line in readme.lines() {
-        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        let [_, identity, group, resource, verbs, _] = cells.as_slice() else {
-            continue;
-        };
-        if !identity.contains(&format!("`{account}`")) {
-            continue;
-        }
-        let group = match group.trim_matches('`') {
-            "core" => "",
-            other => other,
-        };
-        // The resource is the first `quoted` word; what follows (e.g. the
-        // one object a rule names) is for the reader.
-        let resource = resource.split('`').nth(1).unwrap_or(resource);
-        for verb in verbs.split(',').map(str::trim) {
-            accesses.push(json!({"apiGroup": group, "resource": resource, "verb": verb}));
-        }
-    }
-    assert!(
-        !accesses.is_empty(),
-        "the README documents what {account} may do"
-    );
-    accesses
+    real::readme_rbac_rows(account)
+        .into_iter()
+        .map(|(group, resource, verb)| json!({"apiGroup": group, "resource": resource, "verb": verb}))
+        .collect()
 }
 
 /// What `kubectl auth can-i --list --as USER` says USER may do (in the

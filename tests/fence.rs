@@ -272,7 +272,7 @@ async fn a_fenced_member_never_runs_a_replica_twice(ground: Ground) {
     if ground == Ground::Real {
         // The fence's identity may do exactly what the README's table says.
         let granted = can_i_list(&f.kubeconfig("member-1"), "tfjob-federator-fence");
-        let documented = readme_rows("tfjob-federator-fence");
+        let documented = real::readme_rbac_rows("tfjob-federator-fence");
         assert!(
             granted.iter().all(|a| documented.contains(a))
                 && documented.iter().all(|a| granted.contains(a)),
@@ -327,31 +327,6 @@ fn can_i_list(kubeconfig: &std::path::Path, account: &str) -> Vec<(String, Strin
         }
     }
     accesses
-}
-
-/// The README's rows for `account`, as (group, resource, verb).
-fn readme_rows(account: &str) -> Vec<(String, String, String)> {
-    let readme = std::fs::read_to_string(real::repo_path("README.md")).expect("README.md");
-    let mut rows = Vec::new();
-    for line in readme.lines() {
-        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        let [_, identity, group, resource, verbs, _] = cells.as_slice() else {
-            continue;
-        };
-        if !identity.contains(&format!("`{account}`")) {
-            continue;
-        }
-        let group = match group.trim_matches('`') {
-            "core" => "",
-            other => other,
-        };
-        let resource = resource.split('`').nth(1).unwrap_or(resource);
-        for verb in verbs.split(',').map(str::trim) {
-            rows.push((group.to_string(), resource.to_string(), verb.to_string()));
-        }
-    }
-    assert!(!rows.is_empty(), "the README documents {account}");
-    rows
 }
 
 /// Without a fence the MemberCluster says so, and a partition does leave

@@ -746,3 +746,34 @@ pub async fn ensure_registered(clusters: &RealClusters) {
         }
     }
 }
+
+/// The rows of the README's RBAC tables for `account`, as (API group,
+/// resource, verb); `core` is the group "". Panics when there are none.
+pub fn readme_rbac_rows(account: &str) -> Vec<(String, String, String)> {
+    let readme = std::fs::read_to_string(repo_path("README.md")).expect("README.md");
+    let mut rows = Vec::new();
+    for line in readme.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let [_, identity, group, resource, verbs, _] = cells.as_slice() else {
+            continue;
+        };
+        if !identity.contains(&format!("`{account}`")) {
+            continue;
+        }
+        let group = match group.trim_matches('`') {
+            "core" => "",
+            other => other,
+        };
+        // The resource is the first `quoted` word; what follows (e.g. the
+        // one object a rule names) is for the reader.
+        let resource = resource.split('`').nth(1).unwrap_or(resource);
+        for verb in verbs.split(',').map(str::trim) {
+            rows.push((group.to_string(), resource.to_string(), verb.to_string()));
+        }
+    }
+    assert!(
+        !rows.is_empty(),
+        "the README documents what {account} may do"
+    );
+    rows
+}
