@@ -346,10 +346,7 @@ fn main() -> anyhow::Result<()> {
                 // Under 100 ms the renewals would spin.
                 renew_interval: std::time::Duration::from_millis(renew_interval_ms.max(100)),
             };
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
+            let runtime = async_runtime()?;
             runtime.block_on(async move {
                 let shutdown = async {
                     if let Err(e) = wait_for_signal().await {
@@ -377,10 +374,7 @@ fn main() -> anyhow::Result<()> {
                 gpus: gpus_per_node,
                 ..NodeShape::default()
             };
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
+            let runtime = async_runtime()?;
             runtime.block_on(run_sim(
                 clusters,
                 &kubeconfig_dir,
@@ -398,10 +392,7 @@ fn main() -> anyhow::Result<()> {
             address_template,
             export_services,
         } => {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
+            let runtime = async_runtime()?;
             runtime.block_on(async move {
                 let text = std::fs::read_to_string(&member_kubeconfig)
                     .with_context(|| format!("reading {}", member_kubeconfig.display()))?;
@@ -431,10 +422,7 @@ fn main() -> anyhow::Result<()> {
         } if file.is_none() => {
             let config = ControllerConfig::load(config.as_deref())?;
             let lost = lose.into_iter().collect();
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
+            let runtime = async_runtime()?;
             runtime.block_on(async move {
                 let home = controller::client(kubeconfig.as_deref(), None).await?;
                 let predictions = plan::predict_loss(
@@ -466,10 +454,7 @@ fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("reading {}", file.display()))?;
             let job: api::TensorFlowTrainingJob = serde_yaml::from_str(&text)
                 .with_context(|| format!("{} is not a TensorFlowTrainingJob", file.display()))?;
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
+            let runtime = async_runtime()?;
             runtime.block_on(async move {
                 let home = controller::client(kubeconfig.as_deref(), None).await?;
                 let clusters =
@@ -541,4 +526,12 @@ async fn wait_for_signal() -> anyhow::Result<()> {
         _ = term.recv() => {}
     }
     Ok(())
+}
+
+/// The multi-thread tokio runtime the one-shot commands run on.
+fn async_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }
