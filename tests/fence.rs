@@ -14,16 +14,13 @@
 #[macro_use]
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::federation::*;
+use common::fence::{Seen, direct_client, sample, start_fence};
 use common::process::Process;
-use k8s_openapi::api::core::v1::Pod;
-use kube::Client;
 use kube::api::{Api, ListParams};
 use serde_json::json;
 use tfjob_federator::api::MemberCluster;
@@ -38,52 +35,6 @@ const SETTINGS: &str = "homeIsTarget: false\nmemberProbeIntervalMs: 500\n\
 const WAIT: Duration = Duration::from_secs(30);
 const FAILOVER: Duration = Duration::from_secs(45);
 const MEMBERS: [&str; 2] = ["member-1", "member-2"];
-
-/// The kubeconfig that reaches `cluster`'s API server past its faults.
-fn direct_kubeconfig(f: &Federation, cluster: &str) -> PathBuf {
-    f.kubeconfig(cluster)
-        .with_file_name(format!("{cluster}.direct.kubeconfig"))
-}
-
-async fn direct_client(f: &Federation, cluster: &str) -> Client {
-    real::client_from_file(&direct_kubeconfig(f, cluster)).await
-}
-
-/// Starts the fence of `member` (renewing its Lease every 250 ms), logging
-/// to `fence-<member>.log`; on the real ground under the shipped identity.
-async fn start_fence(f: &Federation, member: &str) -> Process {
-    let direct = direct_kubeconfig(f, member);
-    let kubeconfig = match f.ground {
-        Ground::Sim => direct,
-        Ground::Real => {
-            let client = direct_client(f, member).await;
-            real::apply_manifest(
-                &client,
-                &real::repo_path("deploy/member-fence.yaml"),
-                |kind| kind != "Deployment",
-            )
-            .await;
-            let token =
-                real::service_account_token(&client, "tfjob-federator", "tfjob-federator-fence")
-                    .await;
-            let path = f.dir.join(format!("fence-{member}.kubeconfig"));
-            std::fs::write(&path, real::with_token(&direct, &token)).expect("write");
-            path
-        }
-    };
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tfjob-federator"));
-    command
-        .args(["--log-format", "json", "fence", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .args(["--identity", &format!("fence-{member}")])
-        .args(["--renew-interval-ms", "250"])
-        .env("RUST_LOG", "info");
-    Process::spawn(
-        &format!("the fence of {member}"),
-        &mut command,
-        &f.dir.join(format!("fence-{member}.log")),
-    )
-}
 
 /// The `Fenced` condition of `member`: (status, message).
 async fn fenced(members: &Api<MemberCluster>, member: &str) -> Option<(String, String)> {
@@ -107,72 +58,6 @@ async fn wait_fenced(f: &Federation, member: &str, status: &str) -> String {
         },
     )
     .await
-}
-
-/// What the samplers saw: per replica (pod name), the most clusters it
-/// had live pods on at once, and on which clusters it was ever seen live.
-#[derive(Default, Debug)]
-struct Seen {
-    samples: usize,
-    most_at_once: BTreeMap<String, usize>,
-    overlaps: Vec<String>,
-    live_on: BTreeMap<String, std::collections::BTreeSet<String>>,
-}
-
-fn live(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Pending" | "Running") | None
-    )
-}
-
-/// Samples the job's pods on every member directly every 100 ms until the
-/// returned flag is set.
-fn sample(
-    clients: Vec<(String, Client)>,
-    job: &str,
-) -> (
-    Arc<Mutex<Seen>>,
-    Arc<std::sync::atomic::AtomicBool>,
-    tokio::task::JoinHandle<()>,
-) {
-    let seen = Arc::new(Mutex::new(Seen::default()));
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let selector = ListParams::default().labels(&format!("federation.tfjob.io/job-name={job}"));
-    let (seen2, stop2) = (seen.clone(), stop.clone());
-    let task = tokio::spawn(async move {
-        while !stop2.load(std::sync::atomic::Ordering::SeqCst) {
-            let mut at_once: BTreeMap<String, Vec<String>> = BTreeMap::new();
-            let mut complete = true;
-            for (cluster, client) in &clients {
-                let pods: Api<Pod> = Api::all(client.clone());
-                match pods.list(&selector).await {
-                    Ok(list) => {
-                        for pod in list.items.iter().filter(|p| live(p)) {
-                            let name = pod.metadata.name.clone().unwrap_or_default();
-                            at_once.entry(name).or_default().push(cluster.clone());
-                        }
-                    }
-                    Err(_) => complete = false,
-                }
-            }
-            if complete {
-                let mut seen = seen2.lock().expect("lock");
-                seen.samples += 1;
-                for (replica, clusters) in at_once {
-                    let most = seen.most_at_once.entry(replica.clone()).or_default();
-                    *most = (*most).max(clusters.len());
-                    if clusters.len() > 1 {
-                        let note = format!("{replica} live on {clusters:?}");
-                        seen.overlaps.push(note);
-                    }
-                    seen.live_on.entry(replica).or_default().extend(clusters);
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    });
-    (seen, stop, task)
 }
 
 /// Partitions member-1 under a running job of two workers, until the job

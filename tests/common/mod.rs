@@ -4,7 +4,8 @@
 //! - [`setup`]: the one builder of clusters + controller + its settings;
 //! - [`real`]: the real clusters of `hack/real-clusters` and `on_both_grounds!`;
 //! - [`sim_kube`] and [`kubectl`]: a cluster alone, for the client suites;
-//! - [`operator`], [`federation`], [`observe`]: each suite's helpers.
+//! - [`operator`], [`federation`], [`observe`]: each suite's helpers;
+//! - [`fence`]: the member-side fence's process and a direct sampler.
 //!
 //! Every test binary compiles all of it and uses a part (hence the allows:
 //! what one binary leaves unused another uses).
@@ -13,6 +14,7 @@
 #[macro_use]
 pub mod real;
 pub mod federation;
+pub mod fence;
 pub mod kubectl;
 pub mod observe;
 pub mod operator;
