@@ -1,7 +1,7 @@
 //! `hack/real-clusters` keeps `sim`'s contract: three clusters with
 //! `--register` are ready within a minute, kubectl sees the kwok nodes with
-//! their GPUs and home sees its members, and SIGTERM leaves no process
-//! behind.
+//! their GPUs and home sees its members, every component reports the
+//! pinned Kubernetes release, and SIGTERM leaves no process behind.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -43,6 +43,18 @@ fn kubectl_json(kubeconfig: &Path, args: &[&str]) -> Value {
         String::from_utf8_lossy(&output.stderr)
     );
     serde_json::from_slice(&output.stdout).expect("kubectl prints JSON")
+}
+
+/// The release hack/kube pins (`k8s.io/kubernetes vX.Y.Z` in its go.mod).
+fn pinned_release() -> String {
+    let go_mod =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/kube/go.mod"))
+            .expect("hack/kube/go.mod");
+    go_mod
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("k8s.io/kubernetes v"))
+        .map(|v| format!("v{}", v.trim()))
+        .expect("hack/kube pins k8s.io/kubernetes")
 }
 
 #[test]
@@ -90,7 +102,32 @@ fn three_registered_clusters_start_within_a_minute_and_stop_without_a_trace() {
         .filter_map(|l| l.split_whitespace().next())
         .collect();
     assert_eq!(names, ["home", "member-1", "member-2"], "{ready}");
+    let release = pinned_release();
+    for component in [
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+    ] {
+        let output = Command::new(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("target/kube/bin")
+                .join(component),
+        )
+        .arg("--version")
+        .output()
+        .expect("the component runs");
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout).trim(),
+            format!("Kubernetes {release}"),
+            "{component} --version"
+        );
+    }
     for name in &names {
+        let version = kubectl_json(&dir.join(format!("{name}.kubeconfig")), &["version"]);
+        assert_eq!(
+            version["serverVersion"]["gitVersion"], release,
+            "{name}'s /version through kubectl version: {version}"
+        );
         let nodes = kubectl_json(&dir.join(format!("{name}.kubeconfig")), &["get", "nodes"]);
         let items = nodes["items"].as_array().expect("nodes");
         assert_eq!(items.len(), 4, "{name}: 4 nodes by default");
