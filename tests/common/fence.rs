@@ -92,9 +92,25 @@ pub fn sample(
     Arc<AtomicBool>,
     tokio::task::JoinHandle<()>,
 ) {
+    sample_jobs(clients, &[job])
+}
+
+/// As [`sample`], the pods of every job of `jobs` in one list per member
+/// (pod names are the replicas', unique across jobs).
+pub fn sample_jobs(
+    clients: Vec<(String, Client)>,
+    jobs: &[&str],
+) -> (
+    Arc<Mutex<Seen>>,
+    Arc<AtomicBool>,
+    tokio::task::JoinHandle<()>,
+) {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let stop = Arc::new(AtomicBool::new(false));
-    let selector = ListParams::default().labels(&format!("federation.tfjob.io/job-name={job}"));
+    let selector = ListParams::default().labels(&format!(
+        "federation.tfjob.io/job-name in ({})",
+        jobs.join(",")
+    ));
     let (seen2, stop2) = (seen.clone(), stop.clone());
     let task = tokio::spawn(async move {
         while !stop2.load(Ordering::SeqCst) {

@@ -11,6 +11,7 @@ Environment: TF_CONFIG (set by the controller), CHECKPOINT_DIR, TRAIN_STEPS
 """
 
 import json
+import logging
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
@@ -49,7 +50,20 @@ def dataset_fn():
     return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(BATCH)
 
 
+def log_worker_returns():
+    # ClusterCoordinator logs a worker's failure as an error, but its return
+    # ("Worker ... has been recovered.": the worker answers again at its
+    # address, restarted in place or moved to another cluster, and takes
+    # closures again) at INFO, among routine INFO lines (one per join, more
+    # as it stops). Let that line alone through, so the chief's log shows
+    # both ends of a worker's absence.
+    logger = tf.get_logger()
+    logger.setLevel(logging.INFO)
+    logger.addFilter(lambda record: record.levelno >= logging.WARNING or "has been recovered" in record.getMessage())
+
+
 def coordinate(resolver, me):
+    log_worker_returns()
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     with strategy.scope():
