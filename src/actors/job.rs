@@ -113,6 +113,9 @@ struct Writes {
     again: bool,
     /// Writes of replica details alone since the last summary change.
     detail_writes: u32,
+    /// When the status first differed from what was written, since the
+    /// last write was sent.
+    changed_since: Option<Instant>,
     /// The highest `Persist` sequence number a landed write covered.
     persisted: u64,
     /// Someone else wrote the status: write ours even if it looks the same.
@@ -921,6 +924,9 @@ impl JobActor {
             self.writes.again = true;
             return;
         }
+        if self.machine.first_status_awaits_placement() {
+            return;
+        }
         let config = &self.shared.config;
         let since_last = self.writes.last.map(|t| t.elapsed());
         let now = Instant::now();
@@ -943,12 +949,17 @@ impl JobActor {
         if self.writes.written.as_ref() == Some(desired) {
             return;
         }
-        let interval = if status::summary_changed(self.writes.written.as_ref(), desired) {
-            config.status_write_interval()
+        let changed_since = *self.writes.changed_since.get_or_insert(now);
+        let delay = if status::summary_changed(self.writes.written.as_ref(), desired) {
+            status::write_delay(since_last, config.status_write_interval())
         } else {
-            status::detail_interval(config.status_detail_interval(), self.writes.detail_writes)
+            status::detail_delay(
+                since_last,
+                status::detail_interval(config.status_detail_interval(), self.writes.detail_writes),
+                now.saturating_duration_since(changed_since),
+                config.status_detail_interval(),
+            )
         };
-        let delay = status::write_delay(since_last, interval);
         let due = due_after(delay);
         if let Some((scheduled, handle)) = self.writes.due {
             if scheduled <= due {
@@ -990,12 +1001,10 @@ impl JobActor {
             aggregate = ?desired.aggregate,
             "writing the status"
         );
-        self.writes.detail_writes = status::detail_writes_after(
-            self.writes.detail_writes,
-            summary_changed,
-            desired.phase.is_some_and(crate::api::JobPhase::is_terminal),
-        );
+        self.writes.detail_writes =
+            status::detail_writes_after(self.writes.detail_writes, summary_changed, desired.phase);
         self.writes.in_flight = true;
+        self.writes.changed_since = None;
         self.writes.overwritten = false;
         self.writes.last = Some(Instant::now());
         let api = self.api();

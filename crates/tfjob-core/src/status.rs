@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{
     Aggregate, ConditionStatus, ContainerStatus, DependentReference, DependentStatus, JobCondition,
-    JobConditionType, ReplicaKey, ReplicaPhase, ReplicaStatus, ReplicaType, TaskStatus,
+    JobConditionType, JobPhase, ReplicaKey, ReplicaPhase, ReplicaStatus, ReplicaType, TaskStatus,
     TensorFlowTrainingJobStatus,
 };
 use crate::observed::{ContainerState, ObservedPod};
@@ -145,19 +145,43 @@ pub fn detail_interval(base: Duration, earlier: u32) -> Duration {
     base.saturating_mul(2u32.pow(earlier.min(DETAIL_DOUBLINGS)))
 }
 
+/// The wait before a write of replica details alone: the spacing after the
+/// previous write (`interval`, see [`detail_interval`]), and at least `base`
+/// after the first change it would carry (`since_change` ago), so that a
+/// summary change coming meanwhile (the job's next phase, usually within a
+/// moment of its replicas' changes) carries the details in the same write.
+pub fn detail_delay(
+    since_last: Option<Duration>,
+    interval: Duration,
+    since_change: Duration,
+    base: Duration,
+) -> Duration {
+    write_delay(since_last, interval).max(base.saturating_sub(since_change))
+}
+
 /// How often the wait before a detail-only write doubles.
 pub const DETAIL_DOUBLINGS: u32 = 2;
 
 /// The count of detail-only writes to assume after a write: one more after
-/// a detail-only write; none after a summary change, except that once the
-/// job has ended (its clean-up still changing replica states) the longest
-/// wait applies at once, so the clean-up costs one more write.
-pub fn detail_writes_after(earlier: u32, summary_changed: bool, ended: bool) -> u32 {
-    match (summary_changed, ended) {
+/// a detail-only write; none after a summary change, except where the
+/// longest wait applies at once ([`details_wait_longest`]).
+pub fn detail_writes_after(earlier: u32, summary_changed: bool, phase: Option<JobPhase>) -> u32 {
+    match (summary_changed, details_wait_longest(phase)) {
         (false, _) => earlier.saturating_add(1),
         (true, false) => 0,
         (true, true) => DETAIL_DOUBLINGS,
     }
+}
+
+/// Whether replica details alone wait the longest after a summary change
+/// that left the job in `phase`: Pending, while its replicas start (the
+/// Running phase usually comes first and carries them), and once it ended
+/// (its clean-up still changing replica states costs one more write).
+pub fn details_wait_longest(phase: Option<JobPhase>) -> bool {
+    matches!(
+        phase,
+        Some(JobPhase::Pending | JobPhase::Succeeded | JobPhase::Failed)
+    )
 }
 
 /// Whether `new` differs from what was written (`old`) in what users act
@@ -483,13 +507,33 @@ mod tests {
         let base = Duration::from_secs(1);
         let waits: Vec<u64> = (0..6).map(|n| detail_interval(base, n).as_secs()).collect();
         assert_eq!(waits, [1, 2, 4, 4, 4, 4]);
-        assert_eq!(detail_writes_after(3, true, false), 0);
-        assert_eq!(detail_writes_after(3, false, false), 4);
+        let running = Some(JobPhase::Running);
+        assert_eq!(detail_writes_after(3, true, running), 0);
+        assert_eq!(detail_writes_after(3, false, running), 4);
+        for phase in [JobPhase::Pending, JobPhase::Succeeded, JobPhase::Failed] {
+            assert_eq!(
+                detail_interval(base, detail_writes_after(0, true, Some(phase))),
+                Duration::from_secs(4),
+                "{phase:?}: replicas starting, or the clean-up, wait the longest"
+            );
+        }
+    }
+
+    #[test]
+    fn a_detail_change_waits_for_a_summary_change_to_carry_it() {
+        let (base, ms) = (Duration::from_secs(1), Duration::from_millis);
+        // Long after the previous write: not at once, but once the change
+        // has stood for `base` (a job whose last worker ends a moment
+        // before its chief is written once, Succeeded).
+        assert_eq!(detail_delay(Some(ms(2000)), base, ms(0), base), base);
+        assert_eq!(detail_delay(Some(ms(2000)), base, ms(400), base), ms(600));
+        assert_eq!(detail_delay(Some(ms(2000)), base, ms(1500), base), ms(0));
+        // The spacing after the previous write still holds when longer.
         assert_eq!(
-            detail_interval(base, detail_writes_after(0, true, true)),
-            Duration::from_secs(4),
-            "after the job ended, the clean-up waits the longest"
+            detail_delay(Some(ms(100)), ms(4000), ms(900), base),
+            ms(3900)
         );
+        assert_eq!(detail_delay(None, base, ms(0), base), base);
     }
 
     #[test]

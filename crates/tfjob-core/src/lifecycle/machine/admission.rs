@@ -141,6 +141,14 @@ impl Step<'_> {
         let admitted = self.job.spec.has_finalizer && self.job.spec.accepted.is_some();
         if admitted {
             self.emit(Effect::EnsureTensorBoard);
+        } else if assignment.is_none() && !self.job.spec.pause {
+            // Placed first: its first status is the placement record, and
+            // the finalizer follows that one write (`placed`), so the
+            // straight path costs no status write of admission alone.
+            self.job.admitting = true;
+            self.job.admit_with_placement = true;
+            self.request_placement(None);
+            return;
         } else {
             self.job.admitting = true;
             // The first status lands before the finalizer: a job that has

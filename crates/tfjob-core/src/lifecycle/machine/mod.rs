@@ -14,8 +14,8 @@
 //! | stage | what the job waits for | phase |
 //! |---|---|---|
 //! | `New` | its first spec | as stored |
-//! | `Admitting` | the finalizer (and accepted replicaSpecs) to land | Pending |
 //! | `Placing` | a placement (new, or the recorded one resolved) | Pending, Resuming |
+//! | `Admitting` | the finalizer (and accepted replicaSpecs) to land, after the status that records its placement (a job created paused: after its first status) | Pending |
 //! | `Preparing` | namespaces and PodGroups on the placement's clusters | Pending, Resuming |
 //! | `Active` | its replicas to end | Pending, Resuming, Running |
 //! | `Retiring` | its old replicas to be gone (failover, pause, mode switch) | Pending, Paused, Resuming, Running |
@@ -142,6 +142,9 @@ pub struct JobState {
     /// placed without them.
     excluded: BTreeMap<String, String>,
     admitting: bool,
+    /// Not admitted yet, and placed before it is: the finalizer follows
+    /// the status write that records the placement.
+    admit_with_placement: bool,
     /// Replicas a partial failover moves, until they start again.
     moving: Option<Moving>,
 }
@@ -211,6 +214,7 @@ impl JobState {
             lost: BTreeSet::new(),
             excluded: BTreeMap::new(),
             admitting: false,
+            admit_with_placement: false,
             moving: None,
         }
     }
@@ -244,6 +248,16 @@ impl JobState {
     /// its own to count.
     pub fn status(&self) -> &TensorFlowTrainingJobStatus {
         &self.status
+    }
+
+    /// Whether the status waits to be written: a new job's first status is
+    /// the one that records its placement (or says why it waits for one),
+    /// which the controller's own placer answers within moments; written
+    /// before, it would be a write that says only "Pending".
+    pub fn first_status_awaits_placement(&self) -> bool {
+        self.admit_with_placement
+            && self.stage == (Stage::Placing { recorded: false })
+            && self.waiting.is_none()
     }
 
     /// The highest `Persist` sequence number asked for so far.
@@ -498,7 +512,24 @@ impl Step<'_> {
                 // there from admission on, also while the job waits.
                 self.emit(Effect::EnsureTensorBoard);
                 if self.job.stage == Stage::Admitting {
-                    self.go_on();
+                    if self.job.holding
+                        && let Some(assignment) = self.assignment()
+                    {
+                        // Placed before admission: what was seen meanwhile
+                        // (a pause, a lost cluster) applies now, as it
+                        // would have while preparing.
+                        self.job.stage = Stage::Preparing;
+                        if self.job.spec.pause {
+                            self.pause();
+                        } else if self.names_lost(&assignment) {
+                            let lost = self.job.lost.clone();
+                            self.clusters_lost(lost);
+                        } else {
+                            self.emit(Effect::PrepareClusters(assignment));
+                        }
+                    } else {
+                        self.go_on();
+                    }
                 }
             }
             Event::AdmitFailed => self.job.admitting = false,
@@ -672,13 +703,13 @@ impl Step<'_> {
         {
             self.emit(Effect::Milestone(Milestone::Running { previous }));
             self.job.status.phase = Some(JobPhase::Running);
+            // No Event: it would repeat the condition word for word.
             self.set(
                 Cond::Running,
                 ConditionStatus::True,
                 reason::RUNNING,
                 "All replicas are running.",
             );
-            self.record(false, reason::RUNNING, "All replicas are running.");
         }
     }
 }

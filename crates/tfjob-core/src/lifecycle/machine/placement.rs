@@ -146,10 +146,17 @@ impl Step<'_> {
                     reason::PLACED,
                     format!("Replicas placed: {}.", summary.join(", ")),
                 );
-                self.job.stage = Stage::Preparing;
                 // The record lands before any pod exists: a restarted
                 // controller adopts these pods instead of placing again.
-                self.persist_then(vec![Effect::PrepareClusters(assignment)]);
+                if std::mem::take(&mut self.job.admit_with_placement) {
+                    // The job's first status: the finalizer follows it, and
+                    // the clusters are prepared once the finalizer landed.
+                    self.job.stage = Stage::Admitting;
+                    self.persist_then(vec![Effect::Admit]);
+                } else {
+                    self.job.stage = Stage::Preparing;
+                    self.persist_then(vec![Effect::PrepareClusters(assignment)]);
+                }
             }
             // Paused, ended or deleted meanwhile: whatever the placer holds
             // for the job goes.

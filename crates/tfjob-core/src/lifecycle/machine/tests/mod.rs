@@ -252,44 +252,29 @@ fn reach(stage: &str) -> JobState {
     };
     let mut events = match stage {
         "new" => vec![],
+        // Created paused: admitted after its first status, then paused.
         "admitting" => vec![with(|s| {
             s.has_finalizer = false;
             s.accepted = None;
+            s.pause = true;
         })],
-        "placing" => vec![spec_unadmitted(), Event::Persisted(1), Event::Admitted],
-        "waiting" => vec![
-            spec_unadmitted(),
-            Event::Persisted(1),
-            Event::Admitted,
-            no_room(),
-        ],
-        "recording" => vec![
-            spec_unadmitted(),
-            Event::Persisted(1),
-            Event::Admitted,
-            placed(),
-        ],
+        // A new job is placed before it is admitted.
+        "placing" => vec![spec_unadmitted()],
+        "waiting" => vec![spec_unadmitted(), no_room()],
+        // The placement's write (the job's first status) is out; the
+        // finalizer follows it.
+        "recording" => vec![spec_unadmitted(), placed()],
         "preparing" => vec![
             spec_unadmitted(),
+            placed(),
             Event::Persisted(1),
             Event::Admitted,
-            placed(),
-            Event::Persisted(2),
-        ],
-        "creating" => vec![
-            spec_unadmitted(),
-            Event::Persisted(1),
-            Event::Admitted,
-            placed(),
-            Event::Persisted(2),
-            Event::Prepared,
         ],
         _ => vec![
             spec_unadmitted(),
+            placed(),
             Event::Persisted(1),
             Event::Admitted,
-            placed(),
-            Event::Persisted(2),
             Event::Prepared,
         ],
     };

@@ -331,3 +331,56 @@ fn a_debug_switch_shows_the_replicas_being_replaced() {
         Some((ConditionStatus::True, "Running".into()))
     );
 }
+
+/// Issue 26: a job's straight path (placed, Running, Succeeded) has three
+/// statuses worth a write, each with a new phase, and two Events that say
+/// what no condition does (where it was placed, which replica decided).
+/// A status is worth a write when its summary (phase, conditions, restarts)
+/// changed since the last one; replica details ride along.
+#[test]
+fn the_straight_path_has_three_statuses_worth_a_write() {
+    let mut state = JobState::new(None, "j");
+    let mut written: Vec<TensorFlowTrainingJobStatus> = Vec::new();
+    let mut said = Vec::new();
+    let path = [
+        spec_unadmitted(),
+        Event::Placed(assignment()),
+        Event::Persisted(1),
+        Event::Admitted,
+        Event::Prepared,
+        report(WORKER_0, RP::Pending, 0),
+        report(WORKER_1, RP::Pending, 0),
+        report(WORKER_0, RP::Running, 0),
+        report(WORKER_1, RP::Running, 0),
+        report(WORKER_1, RP::Succeeded, 0),
+        report(WORKER_0, RP::Succeeded, 0),
+    ];
+    for event in path {
+        let effects = names(&state.step(event, t(0)));
+        said.extend(
+            effects
+                .into_iter()
+                .filter(|e| e.starts_with("Normal(") || e.starts_with("Warning(")),
+        );
+        if !state.first_status_awaits_placement()
+            && status::summary_changed(written.last(), state.status())
+        {
+            written.push(state.status().clone());
+        }
+    }
+    let phases: Vec<Option<JobPhase>> = written.iter().map(|s| s.phase).collect();
+    assert_eq!(
+        phases,
+        [
+            Some(JobPhase::Pending),
+            Some(JobPhase::Running),
+            Some(JobPhase::Succeeded)
+        ]
+    );
+    assert!(
+        written[0].placement.is_some(),
+        "the first status records the placement: {:?}",
+        written[0]
+    );
+    assert_eq!(said, ["Normal(Placed)", "Normal(Succeeded)"]);
+}

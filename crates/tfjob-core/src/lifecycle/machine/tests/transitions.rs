@@ -14,36 +14,16 @@ fn transitions() {
     use JobPhase::*;
     // from, event, then: stage, phase, effects.
     let rows: Vec<Row> = vec![
-        // A new job is admitted (finalizer, accepted replicaSpecs) before it
-        // is placed, once its first (sealed) status is written.
+        // A new job is placed first: its first (sealed) status is the
+        // placement record, and the finalizer (with the accepted
+        // replicaSpecs) follows that one write; then its clusters are
+        // prepared. Admission costs no status write of its own.
         (
             "new",
             spec_unadmitted(),
-            "Admitting",
-            Some(Pending),
-            &["Persist"],
-        ),
-        (
-            "admitting",
-            Event::Persisted(1),
-            "Admitting",
-            Some(Pending),
-            &["Admit"],
-        ),
-        (
-            "admitting",
-            Event::Admitted,
             "Placing",
             Some(Pending),
-            &["EnsureTensorBoard", "RequestPlacement"],
-        ),
-        ("admitting", paused(), "Admitting", Some(Pending), &[]),
-        (
-            "admitting",
-            deleted(),
-            "Deleting",
-            Some(Pending),
-            &["Normal(Deleting)", "DeletePodGroups", "RemoveFinalizer"],
+            &["RequestPlacement"],
         ),
         (
             "waiting",
@@ -56,16 +36,39 @@ fn transitions() {
         (
             "placing",
             Event::Placed(assignment()),
-            "Preparing",
+            "Admitting",
             Some(Pending),
             &["Normal(Placed)", "Persist"],
         ),
         (
             "recording",
-            Event::Persisted(2),
+            Event::Persisted(1),
+            "Admitting",
+            Some(Pending),
+            &["Admit"],
+        ),
+        (
+            "recording",
+            Event::Admitted,
             "Preparing",
             Some(Pending),
-            &["PrepareClusters"],
+            &["EnsureTensorBoard", "PrepareClusters"],
+        ),
+        // A pause meanwhile is taken once the finalizer landed (`stories`).
+        ("recording", paused(), "Admitting", Some(Pending), &[]),
+        // Deleted then: its hold goes, and its recorded placement is
+        // resolved to find what to tear down (nothing yet).
+        (
+            "recording",
+            deleted(),
+            "Deleting→Resolve",
+            Some(Pending),
+            &[
+                "ReleasePlacement",
+                "Normal(Deleting)",
+                "DeletePodGroups",
+                "ResolvePlacement",
+            ],
         ),
         (
             "preparing",
@@ -73,6 +76,22 @@ fn transitions() {
             "Active",
             Some(Pending),
             &["ArmDeadline(+60s)", "Start(e0 Run(Normal))"],
+        ),
+        // A job created paused has no placement to record: it is admitted
+        // after its first status, and stays paused.
+        (
+            "admitting",
+            Event::Persisted(1),
+            "Admitting",
+            Some(Paused),
+            &["Admit"],
+        ),
+        (
+            "admitting",
+            Event::Admitted,
+            "Paused",
+            Some(Paused),
+            &["EnsureTensorBoard"],
         ),
         // Pausing withdraws a queued placement, and a placement that comes anyway.
         (
@@ -89,20 +108,13 @@ fn transitions() {
             Some(Paused),
             &["ReleasePlacement"],
         ),
-        (
-            "recording",
-            paused(),
-            "Paused",
-            Some(Paused),
-            &["ReleasePlacement", "Persist", "Normal(Paused)"],
-        ),
         // An edit of replicaSpecs before the job started is taken: placed anew.
         (
             "waiting",
             three_workers(),
             "Placing",
             Some(Pending),
-            &["Admit", "ReleasePlacement", "RequestPlacement"],
+            &["ReleasePlacement", "RequestPlacement"],
         ),
         // After it started it is refused, visibly, and the job goes on.
         (
