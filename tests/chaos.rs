@@ -63,7 +63,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::federation::*;
-use common::fence::{direct_client, start_fence, wait_fenced};
+use common::fence::{direct_client, fenced, start_fence};
+use common::setup::Controller;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -340,14 +341,29 @@ async fn chaos_run(ground: Ground) {
         .and_then(|r| r.parse().ok())
         .unwrap_or(1);
     let mut f = federation(ground).settings(SETTINGS).start().await;
+    let mut standby = f.start_replica("standby").await;
     let mut fences = Vec::new();
     for member in MEMBERS {
         fences.push(start_fence(&f, member).await);
     }
+    let mut replicas = Replicas {
+        f: &mut f,
+        standby: &mut standby,
+    };
+    let members = replicas.f.members();
+    let fenced_in_time = Instant::now() + Duration::from_secs(30);
     for member in MEMBERS {
-        wait_fenced(&f, member, "True").await;
+        while fenced(&members, member)
+            .await
+            .is_none_or(|(status, _)| status != "True")
+        {
+            assert!(
+                Instant::now() < fenced_in_time,
+                "{member} Fenced True within 30 s"
+            );
+            replicas.run_for(250).await;
+        }
     }
-    let mut standby = f.start_replica("standby").await;
     let mut direct = BTreeMap::new();
     for cluster in CLUSTERS {
         direct.insert(cluster.to_string(), direct_client(&f, cluster).await);
@@ -372,26 +388,29 @@ async fn chaos_run(ground: Ground) {
         f.submit(chaos_job(index)).await;
     }
     let mut faults = 0;
-    let pause = |ms| tokio::time::sleep(Duration::from_millis(ms));
     let proxied = &clients.proxied;
+    let mut replicas = Replicas {
+        f: &mut f,
+        standby: &mut standby,
+    };
     for _ in 0..rounds {
         // A partition shorter than the loss timeout and than the fence's
         // wait: nothing changes.
         partition(&clients, &seen, "member-1", true).await;
-        pause(1500).await;
+        replicas.run_for(1500).await;
         partition(&clients, &seen, "member-1", false).await;
         // Errors on home.
         set_faults(&proxied["home"], json!({"errorRate": 0.25})).await;
-        pause(3000).await;
+        replicas.run_for(3000).await;
         set_faults(&proxied["home"], json!({"errorRate": 0.0})).await;
         // The leader killed; the standby or the restarted one takes over.
-        f.kill_controller();
-        pause(1000).await;
-        f.restart_controller().await;
+        replicas.f.kill_controller();
+        replicas.run_for(1000).await;
+        replicas.f.restart_controller().await;
         // A partition past the loss timeout: the fence stops the pods
         // there, then the jobs there fail over.
         partition(&clients, &seen, "member-2", true).await;
-        pause(16_000).await;
+        replicas.run_for(16_000).await;
         partition(&clients, &seen, "member-2", false).await;
         // Dropped watches everywhere, and compaction where it can be forced.
         for cluster in CLUSTERS {
@@ -402,14 +421,14 @@ async fn chaos_run(ground: Ground) {
         }
         // Errors on a member.
         set_faults(&proxied["member-1"], json!({"errorRate": 0.25})).await;
-        pause(3000).await;
+        replicas.run_for(3000).await;
         set_faults(&proxied["member-1"], json!({"errorRate": 0.0})).await;
         // The standby killed and back.
-        standby.kill();
-        standby = f.start_replica("standby").await;
+        replicas.standby.kill();
+        *replicas.standby = replicas.f.start_replica("standby").await;
         // The other member past the loss timeout too.
         partition(&clients, &seen, "member-1", true).await;
-        pause(16_000).await;
+        replicas.run_for(16_000).await;
         partition(&clients, &seen, "member-1", false).await;
         faults += 9;
     }
@@ -426,7 +445,20 @@ async fn chaos_run(ground: Ground) {
             "{ended} of {jobs} jobs ended: {:?}",
             seen.lock().expect("checker state")
         );
-        pause(500).await;
+        replicas.run_for(500).await;
+    }
+    // The fences' work is done: no pod is left to stop (and the kills
+    // below could outlast `fenceAfterMs` without harm, there being none).
+    let mut fenced_partitions = 0;
+    let mut fencings_per_member = BTreeMap::new();
+    for (member, mut fence) in MEMBERS.into_iter().zip(fences) {
+        fence.check_alive();
+        fence.terminate();
+        let log =
+            std::fs::read_to_string(f.dir.join(format!("fence-{member}.log"))).unwrap_or_default();
+        let (fenced, with_pods) = fencings(&log);
+        fencings_per_member.insert(member, fenced);
+        fenced_partitions += with_pods;
     }
     // Each real restart counted exactly once.
     let mut miscounted = Vec::new();
@@ -470,17 +502,6 @@ async fn chaos_run(ground: Ground) {
     .await;
     stop.store(true, Ordering::Relaxed);
     let _ = checker.await;
-    let mut fenced_partitions = 0;
-    let mut fencings_per_member = BTreeMap::new();
-    for (member, mut fence) in MEMBERS.into_iter().zip(fences) {
-        fence.check_alive();
-        fence.terminate();
-        let log =
-            std::fs::read_to_string(f.dir.join(format!("fence-{member}.log"))).unwrap_or_default();
-        let (fenced, with_pods) = fencings(&log);
-        fencings_per_member.insert(member, fenced);
-        fenced_partitions += with_pods;
-    }
     let seen = seen.lock().expect("checker state");
     let log = std::fs::read_to_string(f.dir.join("controller.log")).unwrap_or_default();
     let panics = log.lines().filter(|l| l.contains("panicked")).count();
@@ -555,6 +576,32 @@ async fn chaos_run(ground: Ground) {
     );
     assert!(orphans.is_empty(), "left behind: {orphans:?}");
     assert_eq!(panics, 0, "a controller panicked");
+}
+
+/// The controller and its standby, kept running as a Deployment would: a
+/// replica that exits by itself (on losing its leader Lease, which a
+/// request hanging past the renew deadline does on a loaded machine) is
+/// started again, so that the run never goes on with no controller.
+struct Replicas<'a> {
+    f: &'a mut Federation,
+    standby: &'a mut Controller,
+}
+
+impl Replicas<'_> {
+    /// Waits `ms`, restarting any replica that exited meanwhile.
+    async fn run_for(&mut self, ms: u64) {
+        let until = Instant::now() + Duration::from_millis(ms);
+        while Instant::now() < until {
+            if self.f.controller_exited() {
+                self.f.restart_controller().await;
+            }
+            if self.standby.exited() {
+                *self.standby = self.f.start_replica("standby").await;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            tokio::time::sleep(left.min(Duration::from_millis(250))).await;
+        }
+    }
 }
 
 /// `POST /_sim/{what}` through the cluster's client (simulator or proxy).
