@@ -511,7 +511,10 @@ async fn chaos_run(ground: Ground) {
     stop.store(true, Ordering::Relaxed);
     let _ = checker.await;
     let seen = seen.lock().expect("checker state");
-    let log = std::fs::read_to_string(f.dir.join("controller.log")).unwrap_or_default();
+    // Both replicas' logs: either may have led when a member was lost.
+    let log = ["controller.log", "standby.log"]
+        .map(|name| std::fs::read_to_string(f.dir.join(name)).unwrap_or_default())
+        .join("\n");
     let panics = log.lines().filter(|l| l.contains("panicked")).count();
     let failovers = log
         .lines()
