@@ -1,27 +1,60 @@
-//! The chaos run (issue 12): jobs over home and two members while faults
-//! are injected through the fault API — member partitions short of and past
-//! the loss timeout, request errors on home and on a member, dropped
-//! watches, compaction (simulator only) and the controller killed with
-//! SIGKILL several times, with a second replica standing by under leader
-//! election. A checker samples every cluster and every job throughout and
-//! afterwards asserts:
+//! The chaos run (issues 12 and 25): jobs over home and two members while
+//! faults are injected through the fault API — member partitions short of
+//! and past the loss timeout (each member is lost once a round), request
+//! errors on home and on a member, dropped watches, compaction (simulator
+//! only) and the controller killed with SIGKILL several times, with a
+//! second replica standing by under leader election — and a fence on each
+//! member (`tfjob-federator fence`, reaching its member directly, past the
+//! fault proxy, as one inside the member would). A checker samples every
+//! cluster directly (also past the fault proxy: a partition hides nothing
+//! from it) and every job throughout and afterwards asserts:
+//! - no overlap: never a replica with live pods (Pending, Running, or no
+//!   phase yet; being deleted still counts) on two clusters at once, among
+//!   all of them, lost members included — what the fences guarantee;
 //! - never two live pods for one replica among the clusters the controller
-//!   counts on (home, and the members whose `Ready` is True: a lost member's
-//!   pods are abandoned by design until it returns and is swept);
+//!   counts on (home, and the members whose `Ready` is True);
+//! - each member's fence fenced exactly once per partition of it past the
+//!   loss timeout, and never otherwise (a controller kill, a leader change
+//!   or an error burst does not fence);
 //! - every job reaches a terminal phase, and no terminal phase changes;
 //! - restart counts never go down, and each real restart is counted exactly
 //!   once: the jobs whose workers each exit 137 once run on home, which is
 //!   never lost, so each counts exactly 2 restarts whatever the controller
 //!   went through; the others never exit with an error, so each counts
 //!   exactly its failovers (one per placement epoch: the first placement
-//!   is epoch 0), at most one per loss of a member;
+//!   is epoch 0), at most one per loss of a member (the pods a fence stops
+//!   on a lost member are not restarts: their replicas were failed over);
 //! - once every job is deleted, no managed pod, service or PodGroup is left
 //!   on any cluster;
 //! - no panic in the controllers' log.
 //!
+//! The timing, and why. A fence cannot tell a partition from a controller
+//! that is down, so `fenceAfterMs` (12 s) must be well above the longest
+//! time a member goes without a renewal of the controller's Lease outside
+//! a partition — else the fences stop the pods of members that are not cut
+//! off, each a restart the counts above would not expect. A kill and
+//! restart here costs about 2 s (1 s down, then the same identity leads at
+//! once); a takeover by the standby (`leaseDurationMs` 3 s) about 5 s on
+//! paper (3.6 s by its own clock, then its first probes). But on a loaded
+//! machine (2 cores, load average 15-24) a leader also loses its Lease to
+//! a request that hangs past the renew deadline, and exits; before the run
+//! restarted such a replica (as the chart's Deployment does: it now does),
+//! a takeover under the error burst on home took 10.3 s, and with
+//! `fenceAfterMs` 7 s both fences fired on members that were not cut off
+//! (a controller outage, not a partition). The checker
+//! measures that gap (the member's Lease read directly; the time a member
+//! is partitioned left out) and prints it. `clusterLostTimeoutMs` (14 s)
+//! must exceed `fenceAfterMs` + `fencePodGraceMs` (1 s) +
+//! `clockSkewMarginMs` (0.5 s: one machine, and room for a loaded kubelet
+//! to stop a pod a little late) or the controller refuses to start. A
+//! partition past the loss timeout lasts 16 s (2 s more, for the failover
+//! to happen while it lasts), one short of it 1.5 s (below `fenceAfterMs`:
+//! neither loss nor fencing).
+//!
 //! It prints its counts. The short form runs in CI (`cargo test --test
 //! chaos`); `CHAOS_ROUNDS=N` repeats the fault schedule N times with N× the
-//! jobs for a long run.
+//! jobs for a long run (two fenced partitions a round when the members
+//! hold pods, as they do when busy).
 
 #[macro_use]
 mod common;
@@ -32,22 +65,35 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::federation::*;
+use common::fence::{direct_client, fenced, start_fence};
+use common::setup::Controller;
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
 use tfjob_federator::api::MemberCluster;
+use tfjob_federator::fence::{CONTROLLER_LEASE, NAMESPACE};
 
 const SELECTOR: &str = "app.kubernetes.io/managed-by=tfjob-federator";
-const SETTINGS: &str = "memberProbeIntervalMs: 500\nclusterLostTimeoutMs: 3000\n\
+/// The module doc says why these numbers.
+const SETTINGS: &str = "memberProbeIntervalMs: 500\nclusterLostTimeoutMs: 14000\n\
                         sweepIntervalMs: 2000\nleaseDurationMs: 3000\n\
-                        fenceAfterMs: 1250\nfencePodGraceMs: 1000\nclockSkewMarginMs: 250\n";
+                        fenceAfterMs: 12000\nfencePodGraceMs: 1000\nclockSkewMarginMs: 500\n";
+const MEMBERS: [&str; 2] = ["member-1", "member-2"];
 
 /// What the checker saw.
 #[derive(Default, Debug)]
 struct Seen {
     samples: u64,
-    /// Replicas seen with two live pods at once, with where.
+    /// Replicas seen with two live pods at once among the clusters the
+    /// controller counts on, with where.
     duplicates: BTreeSet<String>,
+    /// Samples in which every cluster answered (only those can show an
+    /// overlap, or its absence).
+    complete_samples: u64,
+    /// Replicas seen live on two clusters at once, any clusters, with where.
+    overlaps: BTreeSet<String>,
     /// Jobs whose terminal phase changed, with the change.
     regressions: BTreeSet<String>,
     /// Jobs whose restart count went down.
@@ -55,10 +101,45 @@ struct Seen {
     /// Each job's terminal phase, once seen.
     ended: BTreeMap<String, String>,
     backoff: BTreeMap<String, i64>,
+    /// Per member, the partitions the schedule made: (from, until).
+    partitions: BTreeMap<String, Vec<(Timestamp, Option<Timestamp>)>>,
+    /// Per member, the last `renewTime` of the controller's Lease seen there.
+    renewed: BTreeMap<String, Timestamp>,
+    /// The longest time a member went without a renewal while not
+    /// partitioned: (how long, member, from when).
+    longest_renewal_gap: (Duration, String, Option<Timestamp>),
 }
 
-/// Whether a pod runs or may still run.
-fn live(pod: &Pod) -> bool {
+impl Seen {
+    /// Takes in a renewal seen on `member`: the time since the one before
+    /// counts, up to the start of a partition in between if there is one
+    /// (a member cut off goes unrenewed by design; the time it went
+    /// unrenewed before, e.g. by a controller killed just before, does not).
+    fn renewal(&mut self, member: &str, renew_time: Timestamp) {
+        let Some(last) = self.renewed.insert(member.to_string(), renew_time) else {
+            return;
+        };
+        let partitioned_from = self
+            .partitions
+            .get(member)
+            .into_iter()
+            .flatten()
+            .filter(|(from, until)| *from < renew_time && until.is_none_or(|until| until > last))
+            .map(|(from, _)| *from)
+            .min();
+        let unrenewed_until = partitioned_from.unwrap_or(renew_time);
+        if unrenewed_until > last {
+            let gap = unrenewed_until.duration_since(last).unsigned_abs();
+            if gap > self.longest_renewal_gap.0 {
+                self.longest_renewal_gap = (gap, member.to_string(), Some(last));
+            }
+        }
+    }
+}
+
+/// Whether a pod runs or may still run, and is not being deleted: the
+/// pods the controller keeps (its duplicates would be its own doing).
+fn kept_live(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_none()
         && !matches!(
             pod.status.as_ref().and_then(|s| s.phase.as_deref()),
@@ -74,10 +155,18 @@ fn label<'a>(pod: &'a Pod, key: &str) -> &'a str {
         .map_or("", String::as_str)
 }
 
-/// One look at every cluster the controller counts on, and at the jobs.
-async fn sample(clients: &BTreeMap<String, kube::Client>, seen: &Mutex<Seen>) {
+/// The checker's clients: through the fault proxy (as the controller sees
+/// the clusters), and direct (past it).
+struct Clients {
+    proxied: BTreeMap<String, kube::Client>,
+    direct: BTreeMap<String, kube::Client>,
+}
+
+/// One look at every cluster, directly, and at the jobs.
+async fn sample(clients: &Clients, seen: &Mutex<Seen>) {
     let quick = Duration::from_secs(2);
-    let members: Api<MemberCluster> = Api::all(clients["home"].clone());
+    let home = &clients.proxied["home"];
+    let members: Api<MemberCluster> = Api::all(home.clone());
     let Ok(Ok(members)) = tokio::time::timeout(quick, members.list(&ListParams::default())).await
     else {
         return;
@@ -92,42 +181,66 @@ async fn sample(clients: &BTreeMap<String, kube::Client>, seen: &Mutex<Seen>) {
             counted.push(name);
         }
     }
-    let mut replicas: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for cluster in &counted {
-        let Some(client) = clients.get(cluster) else {
-            continue;
-        };
-        let pods: Api<Pod> = Api::all(client.clone());
+    let mut on_counted: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut anywhere: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    let mut complete = true;
+    for cluster in CLUSTERS {
+        let pods: Api<Pod> = Api::all(clients.direct[cluster].clone());
         let selector = ListParams::default().labels(SELECTOR);
-        let listed = tokio::time::timeout(quick, pods.list(&selector));
-        let Ok(Ok(listed)) = listed.await else {
-            // Unreachable right now: nothing to count there.
+        let Ok(Ok(listed)) = tokio::time::timeout(quick, pods.list(&selector)).await else {
+            complete = false;
             continue;
         };
-        for pod in listed.items.iter().filter(|p| live(p)) {
+        for pod in &listed.items {
             let replica = format!(
                 "{}/{}-{}",
                 label(pod, "federation.tfjob.io/job-name"),
                 label(pod, "federation.tfjob.io/replica-type"),
                 label(pod, "federation.tfjob.io/replica-index"),
             );
-            replicas.entry(replica).or_default().push(format!(
-                "{cluster} (epoch {})",
-                label(pod, "federation.tfjob.io/placement-epoch")
-            ));
+            if common::fence::live(pod) {
+                anywhere.entry(replica.clone()).or_default().push(cluster);
+            }
+            if kept_live(pod) && counted.iter().any(|c| c == cluster) {
+                on_counted.entry(replica).or_default().push(format!(
+                    "{cluster} (epoch {})",
+                    label(pod, "federation.tfjob.io/placement-epoch")
+                ));
+            }
         }
     }
-    let jobs: Api<DynamicObject> =
-        Api::namespaced_with(clients["home"].clone(), "default", &job_resource());
+    let mut renewals = Vec::new();
+    for member in MEMBERS {
+        let leases: Api<Lease> = Api::namespaced(clients.direct[member].clone(), NAMESPACE);
+        if let Ok(Ok(Some(lease))) =
+            tokio::time::timeout(quick, leases.get_opt(CONTROLLER_LEASE)).await
+            && let Some(renew_time) = lease.spec.and_then(|s| s.renew_time)
+        {
+            renewals.push((member, renew_time.0));
+        }
+    }
+    let jobs: Api<DynamicObject> = Api::namespaced_with(home.clone(), "default", &job_resource());
     let Ok(Ok(jobs)) = tokio::time::timeout(quick, jobs.list(&ListParams::default())).await else {
         return;
     };
     let mut seen = seen.lock().expect("checker state");
     seen.samples += 1;
-    for (replica, places) in replicas {
+    for (member, renew_time) in renewals {
+        seen.renewal(member, renew_time);
+    }
+    for (replica, places) in on_counted {
         if places.len() > 1 {
             seen.duplicates
                 .insert(format!("{replica} on {}", places.join(" and ")));
+        }
+    }
+    if complete {
+        seen.complete_samples += 1;
+        for (replica, clusters) in anywhere {
+            if clusters.len() > 1 {
+                seen.overlaps
+                    .insert(format!("{replica} live on {}", clusters.join(" and ")));
+            }
         }
     }
     for job in jobs.items {
@@ -154,6 +267,42 @@ async fn sample(clients: &BTreeMap<String, kube::Client>, seen: &Mutex<Seen>) {
     }
 }
 
+/// Partitions `member` (or heals it), noting when for the checker: the
+/// window opens before the fault is asked for and closes after it is lifted.
+async fn partition(clients: &Clients, seen: &Mutex<Seen>, member: &str, partitioned: bool) {
+    let before = Timestamp::now();
+    set_faults(
+        &clients.proxied[member],
+        json!({"partitioned": partitioned}),
+    )
+    .await;
+    let mut seen = seen.lock().expect("checker state");
+    let windows = seen.partitions.entry(member.to_string()).or_default();
+    if partitioned {
+        windows.push((before, None));
+    } else if let Some((_, until)) = windows.last_mut() {
+        *until = Some(Timestamp::now());
+    }
+}
+
+/// From a fence's log: how often it fenced its member, and how many of
+/// those times it deleted pods there.
+fn fencings(log: &str) -> (usize, usize) {
+    let (mut fencings, mut with_pods, mut deleted) = (0, 0, false);
+    for line in log.lines() {
+        // "fencing this member: {why}; …" (the end of it says "no longer
+        // fencing this member", without the colon).
+        if line.contains("fencing this member:") {
+            fencings += 1;
+            deleted = false;
+        } else if line.contains("fence deleted a pod") && !deleted {
+            with_pods += 1;
+            deleted = true;
+        }
+    }
+    (fencings, with_pods)
+}
+
 /// Whether chaos job `index` is one whose workers each exit 137 once.
 fn restarts_by_exit(index: usize) -> bool {
     index.is_multiple_of(2)
@@ -163,9 +312,16 @@ fn restarts_by_exit(index: usize) -> bool {
 /// Spread deals replicas to the first clusters by name); every other
 /// job's workers are killed (137) on their first attempt, so restarts
 /// happen — those jobs run on home, whose attempts no failover resets.
+/// The others run 24–30 s: a partition past the loss timeout often finds
+/// their pods still running when the fence stops them, 12 s in (shorter
+/// ones would mostly have ended by then, and the fence would stop nothing).
 fn chaos_job(index: usize) -> Value {
     let name = format!("chaos-{index}");
-    let run = ["5", "7", "9"][index % 3];
+    let run = if restarts_by_exit(index) {
+        ["5", "7", "9"][index % 3]
+    } else {
+        ["24", "27", "30"][index % 3]
+    };
     let mut extra = json!({"runPolicy": {"backoffLimit": 8, "cleanUpPolicy": "all"}});
     if restarts_by_exit(index) {
         extra["scheduler"] = json!({"federation": {"clusterNames": ["home"]}});
@@ -186,9 +342,44 @@ async fn chaos_run(ground: Ground) {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(1);
+    // One node of 4 GPUs a cluster, as the shared real clusters have. When
+    // a member is lost the other clusters are then mostly full: its
+    // replicas often wait until the cut-off pods have ended, and only a
+    // failover that finds room can overlap (without fences, on the
+    // simulator: 0 overlaps in a short run with one node a cluster, 2 with
+    // two nodes).
     let mut f = federation(ground).settings(SETTINGS).start().await;
     let mut standby = f.start_replica("standby").await;
-    let clients = f.clients.clone();
+    let mut fences = Vec::new();
+    for member in MEMBERS {
+        fences.push(start_fence(&f, member).await);
+    }
+    let mut replicas = Replicas {
+        f: &mut f,
+        standby: &mut standby,
+    };
+    let members = replicas.f.members();
+    let fenced_in_time = Instant::now() + Duration::from_secs(30);
+    for member in MEMBERS {
+        while fenced(&members, member)
+            .await
+            .is_none_or(|(status, _)| status != "True")
+        {
+            assert!(
+                Instant::now() < fenced_in_time,
+                "{member} Fenced True within 30 s"
+            );
+            replicas.run_for(250).await;
+        }
+    }
+    let mut direct = BTreeMap::new();
+    for cluster in CLUSTERS {
+        direct.insert(cluster.to_string(), direct_client(&f, cluster).await);
+    }
+    let clients = Arc::new(Clients {
+        proxied: f.clients.clone(),
+        direct,
+    });
     let seen = Arc::new(Mutex::new(Seen::default()));
     let stop = Arc::new(AtomicBool::new(false));
     let checker = {
@@ -205,40 +396,51 @@ async fn chaos_run(ground: Ground) {
         f.submit(chaos_job(index)).await;
     }
     let mut faults = 0;
-    let pause = |ms| tokio::time::sleep(Duration::from_millis(ms));
+    let proxied = &clients.proxied;
+    let mut replicas = Replicas {
+        f: &mut f,
+        standby: &mut standby,
+    };
     for _ in 0..rounds {
-        // A partition shorter than the loss timeout: nothing changes.
-        set_faults(&clients["member-1"], json!({"partitioned": true})).await;
-        pause(1500).await;
-        set_faults(&clients["member-1"], json!({"partitioned": false})).await;
+        // A partition shorter than the loss timeout and than the fence's
+        // wait: nothing changes.
+        partition(&clients, &seen, "member-1", true).await;
+        replicas.run_for(1500).await;
+        partition(&clients, &seen, "member-1", false).await;
         // Errors on home.
-        set_faults(&clients["home"], json!({"errorRate": 0.25})).await;
-        pause(3000).await;
-        set_faults(&clients["home"], json!({"errorRate": 0.0})).await;
+        set_faults(&proxied["home"], json!({"errorRate": 0.25})).await;
+        replicas.run_for(3000).await;
+        set_faults(&proxied["home"], json!({"errorRate": 0.0})).await;
         // The leader killed; the standby or the restarted one takes over.
-        f.kill_controller();
-        pause(1000).await;
-        f.restart_controller().await;
-        // A partition past the loss timeout: the jobs there fail over.
-        set_faults(&clients["member-2"], json!({"partitioned": true})).await;
-        pause(5000).await;
-        set_faults(&clients["member-2"], json!({"partitioned": false})).await;
+        replicas.f.kill_controller();
+        replicas.run_for(1000).await;
+        replicas.f.restart_controller().await;
+        // A partition past the loss timeout: the fence stops the pods
+        // there, then the jobs there fail over.
+        partition(&clients, &seen, "member-2", true).await;
+        replicas.run_for(16_000).await;
+        partition(&clients, &seen, "member-2", false).await;
         // Dropped watches everywhere, and compaction where it can be forced.
         for cluster in CLUSTERS {
-            admin(&clients[cluster], "drop-watches").await;
+            admin(&proxied[cluster], "drop-watches").await;
             if ground == Ground::Sim {
-                admin(&clients[cluster], "compact").await;
+                admin(&proxied[cluster], "compact").await;
             }
         }
         // Errors on a member.
-        set_faults(&clients["member-1"], json!({"errorRate": 0.25})).await;
-        pause(3000).await;
-        set_faults(&clients["member-1"], json!({"errorRate": 0.0})).await;
+        set_faults(&proxied["member-1"], json!({"errorRate": 0.25})).await;
+        replicas.run_for(3000).await;
+        set_faults(&proxied["member-1"], json!({"errorRate": 0.0})).await;
         // The standby killed and back.
-        standby.kill();
-        standby = f.start_replica("standby").await;
-        faults += 8;
+        replicas.standby.kill();
+        *replicas.standby = replicas.f.start_replica("standby").await;
+        // The other member past the loss timeout too.
+        partition(&clients, &seen, "member-1", true).await;
+        replicas.run_for(16_000).await;
+        partition(&clients, &seen, "member-1", false).await;
+        faults += 9;
     }
+    let losses_made = MEMBERS.len() * rounds;
     // Every job ends.
     let all_ended = Instant::now() + Duration::from_secs(120 * rounds as u64);
     loop {
@@ -251,7 +453,20 @@ async fn chaos_run(ground: Ground) {
             "{ended} of {jobs} jobs ended: {:?}",
             seen.lock().expect("checker state")
         );
-        pause(500).await;
+        replicas.run_for(500).await;
+    }
+    // The fences' work is done: no pod is left to stop (and the kills
+    // below could outlast `fenceAfterMs` without harm, there being none).
+    let mut fenced_partitions = 0;
+    let mut fencings_per_member = BTreeMap::new();
+    for (member, mut fence) in MEMBERS.into_iter().zip(fences) {
+        fence.check_alive();
+        fence.terminate();
+        let log =
+            std::fs::read_to_string(f.dir.join(format!("fence-{member}.log"))).unwrap_or_default();
+        let (fenced, with_pods) = fencings(&log);
+        fencings_per_member.insert(member, fenced);
+        fenced_partitions += with_pods;
     }
     // Each real restart counted exactly once.
     let mut miscounted = Vec::new();
@@ -263,7 +478,7 @@ async fn chaos_run(ground: Ground) {
             .as_i64()
             .unwrap_or(0);
         let expected = if restarts_by_exit(index) { 2 } else { epoch };
-        if backoff != expected || (!restarts_by_exit(index) && backoff > rounds as i64) {
+        if backoff != expected || (!restarts_by_exit(index) && backoff > losses_made as i64) {
             miscounted.push(format!(
                 "{name}: backoffCount {backoff}, want {expected} (placement epoch {epoch})"
             ));
@@ -289,14 +504,17 @@ async fn chaos_run(ground: Ground) {
     })
     .await;
     let orphans = eventually_within_or(Duration::from_secs(30), async || {
-        let left = leftovers(&clients).await;
+        let left = leftovers(proxied).await;
         left.is_empty().then_some(()).ok_or(left)
     })
     .await;
     stop.store(true, Ordering::Relaxed);
     let _ = checker.await;
     let seen = seen.lock().expect("checker state");
-    let log = std::fs::read_to_string(f.dir.join("controller.log")).unwrap_or_default();
+    // Both replicas' logs: either may have led when a member was lost.
+    let log = ["controller.log", "standby.log"]
+        .map(|name| std::fs::read_to_string(f.dir.join(name)).unwrap_or_default())
+        .join("\n");
     let panics = log.lines().filter(|l| l.contains("panicked")).count();
     let failovers = log
         .lines()
@@ -308,23 +526,45 @@ async fn chaos_run(ground: Ground) {
         .count();
     println!(
         "chaos run ({ground:?}): {jobs} jobs, {faults} faults, {lost} member losses, \
-         {failovers} failovers, {} samples, {restarts} restarts counted, {} miscounted, \
-         {} duplicates, {} orphans, {} regressions, {} uncounted, {panics} panics",
+         {failovers} failovers, {fenced_partitions} fenced partitions, {} samples \
+         ({} of every cluster), {restarts} restarts counted, {} miscounted, \
+         {} duplicates, {} overlaps, {} orphans, {} regressions, {} uncounted, \
+         {panics} panics; longest renewal gap outside partitions {:.1} s ({} from {})",
         seen.samples,
+        seen.complete_samples,
         miscounted.len(),
         seen.duplicates.len(),
+        seen.overlaps.len(),
         orphans.len(),
         seen.regressions.len(),
         seen.uncounted.len(),
+        seen.longest_renewal_gap.0.as_secs_f64(),
+        seen.longest_renewal_gap.1,
+        seen.longest_renewal_gap
+            .2
+            .map_or(String::from("-"), |from| from
+                .strftime("%H:%M:%S")
+                .to_string()),
     );
     assert!(
-        seen.samples > 20,
-        "the checker looked often enough: {}",
-        seen.samples
+        seen.samples > 20 && seen.complete_samples > 20,
+        "the checker looked often enough: {} samples, {} of every cluster",
+        seen.samples,
+        seen.complete_samples
     );
     assert!(
-        lost >= rounds && failovers >= 1,
+        lost >= rounds && failovers >= 1 && fenced_partitions >= 1,
         "the faults hit running jobs"
+    );
+    assert!(
+        seen.overlaps.is_empty(),
+        "a replica live on two clusters at once: {:?}",
+        seen.overlaps
+    );
+    assert!(
+        fencings_per_member.values().all(|&fenced| fenced == rounds),
+        "each fence fenced once per partition past the loss timeout, and never otherwise \
+         ({rounds} each): {fencings_per_member:?}"
     );
     assert!(
         seen.duplicates.is_empty(),
@@ -347,6 +587,32 @@ async fn chaos_run(ground: Ground) {
     );
     assert!(orphans.is_empty(), "left behind: {orphans:?}");
     assert_eq!(panics, 0, "a controller panicked");
+}
+
+/// The controller and its standby, kept running as a Deployment would: a
+/// replica that exits by itself (on losing its leader Lease, which a
+/// request hanging past the renew deadline does on a loaded machine) is
+/// started again, so that the run never goes on with no controller.
+struct Replicas<'a> {
+    f: &'a mut Federation,
+    standby: &'a mut Controller,
+}
+
+impl Replicas<'_> {
+    /// Waits `ms`, restarting any replica that exited meanwhile.
+    async fn run_for(&mut self, ms: u64) {
+        let until = Instant::now() + Duration::from_millis(ms);
+        while Instant::now() < until {
+            if self.f.controller_exited() {
+                self.f.restart_controller().await;
+            }
+            if self.standby.exited() {
+                *self.standby = self.f.start_replica("standby").await;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            tokio::time::sleep(left.min(Duration::from_millis(250))).await;
+        }
+    }
 }
 
 /// `POST /_sim/{what}` through the cluster's client (simulator or proxy).

@@ -19,11 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::federation::*;
-use common::fence::{Seen, direct_client, sample, start_fence};
+use common::fence::{Seen, direct_client, sample, start_fence, wait_fenced};
 use common::process::Process;
 use kube::api::{Api, ListParams};
 use serde_json::json;
-use tfjob_federator::api::MemberCluster;
 
 /// The settings of these scenarios: placing on members only; a member is
 /// lost 6 s after its last good probe, its fence stops the pods 3 s after
@@ -35,30 +34,6 @@ const SETTINGS: &str = "homeIsTarget: false\nmemberProbeIntervalMs: 500\n\
 const WAIT: Duration = Duration::from_secs(30);
 const FAILOVER: Duration = Duration::from_secs(45);
 const MEMBERS: [&str; 2] = ["member-1", "member-2"];
-
-/// The `Fenced` condition of `member`: (status, message).
-async fn fenced(members: &Api<MemberCluster>, member: &str) -> Option<(String, String)> {
-    let m = members.get(member).await.ok()?;
-    let c = m
-        .status?
-        .conditions
-        .into_iter()
-        .find(|c| c.condition_type == "Fenced")?;
-    Some((c.status, c.message.unwrap_or_default()))
-}
-
-async fn wait_fenced(f: &Federation, member: &str, status: &str) -> String {
-    let members = f.members();
-    eventually(
-        &format!("{member} Fenced {status}"),
-        WAIT,
-        async || match fenced(&members, member).await {
-            Some((s, message)) if s == status => Ok(message),
-            other => Err(format!("{other:?}")),
-        },
-    )
-    .await
-}
 
 /// Partitions member-1 under a running job of two workers, until the job
 /// runs again without it, then heals it; returns what the samplers saw.

@@ -15,9 +15,12 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, ListParams};
 
+use tfjob_federator::api::MemberCluster;
+
 use super::federation::{Federation, Ground};
 use super::process::Process;
 use super::real;
+use super::wait::eventually;
 
 /// The kubeconfig that reaches `cluster`'s API server past its faults.
 pub fn direct_kubeconfig(f: &Federation, cluster: &str) -> PathBuf {
@@ -145,4 +148,30 @@ pub fn sample_jobs(
         }
     });
     (seen, stop, task)
+}
+
+/// The `Fenced` condition of `member`: (status, message).
+pub async fn fenced(members: &Api<MemberCluster>, member: &str) -> Option<(String, String)> {
+    let m = members.get(member).await.ok()?;
+    let c = m
+        .status?
+        .conditions
+        .into_iter()
+        .find(|c| c.condition_type == "Fenced")?;
+    Some((c.status, c.message.unwrap_or_default()))
+}
+
+/// Waits (30 s at most) until `member`'s `Fenced` condition is `status`;
+/// its message.
+pub async fn wait_fenced(f: &Federation, member: &str, status: &str) -> String {
+    let members = f.members();
+    eventually(
+        &format!("{member} Fenced {status}"),
+        Duration::from_secs(30),
+        async || match fenced(&members, member).await {
+            Some((s, message)) if s == status => Ok(message),
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .await
 }

@@ -345,6 +345,11 @@ impl Controller {
     pub fn check_alive(&mut self) {
         self.process.check_alive();
     }
+
+    /// Whether it has exited by itself.
+    pub fn exited(&mut self) -> bool {
+        self.process.exited().is_some()
+    }
 }
 
 impl<View> Env<View> {
@@ -408,6 +413,12 @@ impl<View> Env<View> {
             .expect("the controller runs")
             .process
             .terminate()
+    }
+
+    /// Whether the controller has exited by itself (e.g. on losing its
+    /// leader Lease, as it does so that only the new leader acts).
+    pub fn controller_exited(&mut self) -> bool {
+        self.controller.as_mut().is_some_and(Controller::exited)
     }
 
     /// Panics (with its log) if the controller has exited.
