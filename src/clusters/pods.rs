@@ -175,7 +175,13 @@ impl Actor for ClusterActor {
         let Some(synced) = self.synced.take() else {
             return;
         };
-        self.informer = Some(tokio::spawn(run_informer(
+        // An actor started while a replica shuts down (its leader Lease
+        // lost) finds no runtime left: nothing to watch for then, and
+        // `tokio::spawn` would panic.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        self.informer = Some(runtime.spawn(run_informer(
             self.handle.clone(),
             self.identity.clone(),
             synced,
