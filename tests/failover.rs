@@ -286,21 +286,6 @@ async fn a_member_lost_during_a_debug_switch_is_failed_over(ground: Ground) {
     set_faults(&f.clients["member-1"], json!({"partitioned": false})).await;
 }
 
-/// `status.tasks[].restartCount` by replica type.
-fn restart_counts(job: &Value) -> BTreeMap<String, i64> {
-    job["status"]["tasks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|t| {
-            (
-                t["type"].as_str().unwrap_or_default().to_string(),
-                t["restartCount"].as_i64().unwrap_or(0),
-            )
-        })
-        .collect()
-}
-
 /// Issue 24 (README "Failover"): a failover is one restart, shown in
 /// `backoffCount` and in the `restartCount` of the first replica it moved
 /// in the job's replica order, so that the restart counts add up to

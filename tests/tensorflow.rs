@@ -454,21 +454,6 @@ fn running_on(job: &Value, cluster: &str) -> usize {
         .count()
 }
 
-/// `status.tasks[].restartCount` by type.
-fn restart_counts(job: &Value) -> BTreeMap<String, i64> {
-    job["status"]["tasks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|t| {
-            (
-                t["type"].as_str().unwrap_or_default().to_string(),
-                t["restartCount"].as_i64().unwrap_or(-1),
-            )
-        })
-        .collect()
-}
-
 /// The job's pods on `cluster`: (uid, its container's restartCount) by name.
 async fn pods_of(f: &Federation, job: &str, cluster: &str) -> BTreeMap<String, (String, i32)> {
     f.pods_on(job, &[cluster])

@@ -274,6 +274,21 @@ pub fn gpu_job(
     json!({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob", "metadata": {"name": name}, "spec": spec})
 }
 
+/// `status.tasks[].restartCount` by replica type (-1 where a task has none).
+pub fn restart_counts(job: &Value) -> BTreeMap<String, i64> {
+    job["status"]["tasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            (
+                t["type"].as_str().unwrap_or_default().to_string(),
+                t["restartCount"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect()
+}
+
 /// The job's `status.phase` ("" without one).
 pub fn phase_of(job: &Value) -> &str {
     job["status"]["phase"].as_str().unwrap_or_default()
