@@ -1560,16 +1560,6 @@ fn restart_count(job: &Value, replica_type: &str) -> i64 {
         .unwrap_or(0)
 }
 
-/// Each replica's recorded cluster.
-fn assignment_of(job: &Value) -> BTreeMap<String, String> {
-    job["status"]["placement"]["assignment"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-        .collect()
-}
-
 /// The federation with home a target too (each cluster 4 GPUs), so that a
 /// replica moved off a lost member has room.
 async fn start_with_home(ground: Ground) -> Federation {

@@ -433,16 +433,6 @@ fn ps_job(
     job
 }
 
-/// Each replica's recorded cluster (`status.placement.assignment`).
-fn assignment_of(job: &Value) -> BTreeMap<String, String> {
-    job["status"]["placement"]["assignment"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-        .collect()
-}
-
 /// How many of the job's replicas its status shows Running on `cluster`.
 fn running_on(job: &Value, cluster: &str) -> usize {
     job["status"]["tasks"]

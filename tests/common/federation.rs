@@ -274,6 +274,16 @@ pub fn gpu_job(
     json!({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob", "metadata": {"name": name}, "spec": spec})
 }
 
+/// Each replica's recorded cluster (`status.placement.assignment`).
+pub fn assignment_of(job: &Value) -> BTreeMap<String, String> {
+    job["status"]["placement"]["assignment"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+        .collect()
+}
+
 /// `status.tasks[].restartCount` by replica type (-1 where a task has none).
 pub fn restart_counts(job: &Value) -> BTreeMap<String, i64> {
     job["status"]["tasks"]
