@@ -1777,14 +1777,7 @@ async fn plan_lose_predicts_what_a_loss_does(ground: Ground) {
 
     let part = f.job("part").await;
     let epoch = recorded_epoch(&part).expect("an epoch");
-    for replica in ["chief-0", "ps-0", "worker-0"] {
-        assert_eq!(
-            part["status"]["placement"]["replicaEpochs"][replica].as_u64(),
-            Some(epoch - 1),
-            "{replica} keeps its epoch: {}",
-            part["status"]["placement"]
-        );
-    }
+    assert_kept_their_epoch(&part, epoch - 1, &["chief-0", "ps-0", "worker-0"]);
     let after = uids_on(&f, "part", &rest).await;
     for (pod, uid) in &kept {
         assert_eq!(after.get(pod), Some(uid), "{pod} kept its pod: {after:?}");

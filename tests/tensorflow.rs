@@ -745,14 +745,7 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
     let epoch = part["status"]["placement"]["epoch"]
         .as_u64()
         .expect("an epoch");
-    for replica in ["chief-0", "ps-0", "worker-0"] {
-        assert_eq!(
-            part["status"]["placement"]["replicaEpochs"][replica].as_u64(),
-            Some(epoch - 1),
-            "{replica} keeps its epoch: {}",
-            part["status"]["placement"]
-        );
-    }
+    assert_kept_their_epoch(&part, epoch - 1, &["chief-0", "ps-0", "worker-0"]);
     // tf-whole and tf-ps-lost: every pod replaced.
     for job in ["tf-whole", "tf-ps-lost"] {
         let after = pods_of(&f, job, "member-1").await;

@@ -274,6 +274,20 @@ pub fn gpu_job(
     json!({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob", "metadata": {"name": name}, "spec": spec})
 }
 
+/// Asserts that each of `replicas` (survivors of a partial failover) is
+/// recorded in `status.placement.replicaEpochs` under `epoch`, the one
+/// it was placed in.
+pub fn assert_kept_their_epoch(job: &Value, epoch: u64, replicas: &[&str]) {
+    for replica in replicas {
+        assert_eq!(
+            job["status"]["placement"]["replicaEpochs"][replica].as_u64(),
+            Some(epoch),
+            "{replica} keeps its epoch: {}",
+            job["status"]["placement"]
+        );
+    }
+}
+
 /// Each replica's recorded cluster (`status.placement.assignment`).
 pub fn assignment_of(job: &Value) -> BTreeMap<String, String> {
     job["status"]["placement"]["assignment"]
