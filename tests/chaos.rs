@@ -14,8 +14,8 @@
 //! - never two live pods for one replica among the clusters the controller
 //!   counts on (home, and the members whose `Ready` is True);
 //! - each member's fence fenced exactly once per partition of it past the
-//!   loss timeout, and never otherwise (a controller kill, a leader change
-//!   or an error burst does not fence);
+//!   loss timeout, each time with pods to stop, and never otherwise (a
+//!   controller kill, a leader change or an error burst does not fence);
 //! - every job reaches a terminal phase, and no terminal phase changes;
 //! - restart counts never go down, and each real restart is counted exactly
 //!   once: the jobs whose workers each exit 137 once run on home, which is
@@ -51,10 +51,17 @@
 //! to happen while it lasts), one short of it 1.5 s (below `fenceAfterMs`:
 //! neither loss nor fencing).
 //!
-//! It prints its counts. The short form runs in CI (`cargo test --test
-//! chaos`); `CHAOS_ROUNDS=N` repeats the fault schedule N times with N× the
-//! jobs for a long run (two fenced partitions a round when the members
-//! hold pods, as they do when busy).
+//! Each round submits its jobs at its start (`ROUND`): some kept on each
+//! member, running when the round cuts that member off, and on cpu alone,
+//! so the other member has room for them at once — a failover that would
+//! overlap the cut-off pods but for the fence (the fence is what the
+//! overlap check tests: without fences, the same run shows overlaps).
+//! Every partition past the loss timeout must find pods to fence.
+//!
+//! It prints its counts. The short form (one round: two fenced partitions)
+//! runs in CI (`cargo test --test chaos`); `CHAOS_ROUNDS=N` repeats the
+//! round N times for a long run (`CHAOS_ROUNDS=10`: twenty fenced
+//! partitions).
 
 #[macro_use]
 mod common;
@@ -303,33 +310,75 @@ fn fencings(log: &str) -> (usize, usize) {
     (fencings, with_pods)
 }
 
-/// Whether chaos job `index` is one whose workers each exit 137 once.
-fn restarts_by_exit(index: usize) -> bool {
-    index.is_multiple_of(2)
+/// What a chaos job is for; each round submits [`ROUND`] at its start.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    /// Its workers each exit 137 once, on home (never lost, so no failover
+    /// resets their attempts): exactly 2 restarts, whatever happens.
+    RestartsAtHome,
+    /// Packed (1 GPU a worker) wherever it fits best.
+    Packed,
+    /// Weighted onto this member (the other as the only fallback), cpu
+    /// only, so that the other member always has room for it: when this
+    /// member is lost, its replicas are placed again at once, while the
+    /// cut-off pods would still run but for the fence — an overlap that
+    /// only the fence prevents.
+    OnMember(&'static str),
 }
 
-/// A job of two workers (1 GPU each), packed (so every cluster gets jobs:
-/// Spread deals replicas to the first clusters by name); every other
-/// job's workers are killed (137) on their first attempt, so restarts
-/// happen — those jobs run on home, whose attempts no failover resets.
-/// The others run 24–30 s: a partition past the loss timeout often finds
-/// their pods still running when the fence stops them, 12 s in (shorter
-/// ones would mostly have ended by then, and the fence would stop nothing).
+/// A round's jobs: each member holds two jobs whose pods still run when
+/// the round cuts it off past the loss timeout (member-2 from about 7 s in,
+/// member-1 from about 28 s in), so that every such partition has pods to
+/// fence.
+const ROUND: [Kind; 8] = [
+    Kind::RestartsAtHome,
+    Kind::RestartsAtHome,
+    Kind::RestartsAtHome,
+    Kind::Packed,
+    Kind::OnMember("member-1"),
+    Kind::OnMember("member-1"),
+    Kind::OnMember("member-2"),
+    Kind::OnMember("member-2"),
+];
+
+fn kind(index: usize) -> Kind {
+    ROUND[index % ROUND.len()]
+}
+
+/// A job of two workers; `restartPolicy: OnFailure`. A job whose member is
+/// cut off later runs longer (a run as long as the partition's offset plus
+/// the fence's wait), so the fence finds its pods running.
 fn chaos_job(index: usize) -> Value {
     let name = format!("chaos-{index}");
-    let run = if restarts_by_exit(index) {
-        ["5", "7", "9"][index % 3]
-    } else {
-        ["24", "27", "30"][index % 3]
+    let variant = index % 3;
+    let (run, gpus, scheduler) = match kind(index) {
+        Kind::RestartsAtHome => (
+            ["5", "7", "9"][variant],
+            1,
+            json!({"federation": {"clusterNames": ["home"]}}),
+        ),
+        Kind::Packed => (["24", "27", "30"][variant], 1, json!({})),
+        Kind::OnMember(member) => {
+            let other = MEMBERS.iter().find(|m| **m != member).copied();
+            let run = if member == "member-2" {
+                ["24", "27", "30"][variant]
+            } else {
+                ["45", "48", "51"][variant]
+            };
+            let weights = json!({member: 100, other.unwrap_or(member): 1});
+            (
+                run,
+                0,
+                json!({"federation": {"strategy": "Weighted", "weights": weights}}),
+            )
+        }
     };
-    let mut extra = json!({"runPolicy": {"backoffLimit": 8, "cleanUpPolicy": "all"}});
-    if restarts_by_exit(index) {
-        extra["scheduler"] = json!({"federation": {"clusterNames": ["home"]}});
-    }
-    let mut job = gpu_job(&name, &[("worker", 2, 1)], extra, run);
+    let extra =
+        json!({"runPolicy": {"backoffLimit": 8, "cleanUpPolicy": "all"}, "scheduler": scheduler});
+    let mut job = gpu_job(&name, &[("worker", 2, gpus)], extra, run);
     if let Some(worker) = job["spec"]["replicaSpecs"][0].as_object_mut() {
         worker.insert("restartPolicy".into(), json!("OnFailure"));
-        if restarts_by_exit(index) {
+        if kind(index) == Kind::RestartsAtHome {
             worker["template"]["metadata"]["annotations"]["sim.federation.tfjob.io/exit-codes"] =
                 json!("137,0");
         }
@@ -342,12 +391,9 @@ async fn chaos_run(ground: Ground) {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(1);
-    // One node of 4 GPUs a cluster, as the shared real clusters have. When
-    // a member is lost the other clusters are then mostly full: its
-    // replicas often wait until the cut-off pods have ended, and only a
-    // failover that finds room can overlap (without fences, on the
-    // simulator: 0 overlaps in a short run with one node a cluster, 2 with
-    // two nodes).
+    // One node of 4 GPUs and 32 cpus a cluster, as the shared real
+    // clusters have; the jobs kept on members need cpu only, so a lost
+    // member's replicas always find room on the other (see `Kind`).
     let mut f = federation(ground).settings(SETTINGS).start().await;
     let mut standby = f.start_replica("standby").await;
     let mut fences = Vec::new();
@@ -391,17 +437,17 @@ async fn chaos_run(ground: Ground) {
             }
         })
     };
-    let jobs = 14 * rounds;
-    for index in 0..jobs {
-        f.submit(chaos_job(index)).await;
-    }
+    let jobs = ROUND.len() * rounds;
     let mut faults = 0;
     let proxied = &clients.proxied;
     let mut replicas = Replicas {
         f: &mut f,
         standby: &mut standby,
     };
-    for _ in 0..rounds {
+    for round in 0..rounds {
+        for index in round * ROUND.len()..(round + 1) * ROUND.len() {
+            replicas.f.submit(chaos_job(index)).await;
+        }
         // A partition shorter than the loss timeout and than the fence's
         // wait: nothing changes.
         partition(&clients, &seen, "member-1", true).await;
@@ -477,8 +523,9 @@ async fn chaos_run(ground: Ground) {
         let epoch = job.data["status"]["placement"]["epoch"]
             .as_i64()
             .unwrap_or(0);
-        let expected = if restarts_by_exit(index) { 2 } else { epoch };
-        if backoff != expected || (!restarts_by_exit(index) && backoff > losses_made as i64) {
+        let at_home = kind(index) == Kind::RestartsAtHome;
+        let expected = if at_home { 2 } else { epoch };
+        if backoff != expected || (!at_home && backoff > losses_made as i64) {
             miscounted.push(format!(
                 "{name}: backoffCount {backoff}, want {expected} (placement epoch {epoch})"
             ));
@@ -553,8 +600,12 @@ async fn chaos_run(ground: Ground) {
         seen.complete_samples
     );
     assert!(
-        lost >= rounds && failovers >= 1 && fenced_partitions >= 1,
+        lost >= rounds && failovers >= 1,
         "the faults hit running jobs"
+    );
+    assert_eq!(
+        fenced_partitions, losses_made,
+        "every partition past the loss timeout found pods to fence"
     );
     assert!(
         seen.overlaps.is_empty(),
