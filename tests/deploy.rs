@@ -435,6 +435,8 @@ fn server_accepts(kubeconfig: &Path, dir: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kustomize_renderings_pass_a_server_side_dry_run() {
+    // Not while a chart test deletes the CRDs this applies.
+    let _chart = CHART_TURN.lock().await;
     let clusters = real::one_cluster().await;
     let home = clusters.client("home").await;
     for namespace in [NAMESPACE, "ml-platform"] {
@@ -464,8 +466,8 @@ const OPERATIONS_PAGE: &str = "docs/src/operations/upgrade-and-uninstall.md";
 /// `placement.replicaEpochs`, which today's has.
 const PREVIOUS_CHART_COMMIT: &str = "4fa47122df6aa06c5bdda926aceb40c755c4cf45";
 
-/// The chart tests take turns: they share the release, its namespace and
-/// the CRDs.
+/// The chart tests (and the kustomize dry run) take turns: they share the
+/// release, its namespace and the CRDs.
 static CHART_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// `helm --kubeconfig KUBECONFIG args`, off the async threads.
@@ -535,8 +537,8 @@ async fn run_page_commands(kubeconfig: &Path, heading: &str) -> String {
     .expect("the page's commands")
 }
 
-/// The chart as it was at `commit`, from git (no network), in a fresh
-/// directory.
+/// A fresh directory holding the chart as it was at `commit`, from git (no
+/// network), at its path in the repository.
 fn chart_at(commit: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("chart-{commit}-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("create the chart's directory");
@@ -556,7 +558,7 @@ fn chart_at(commit: &str) -> PathBuf {
             dir.to_str().expect("a UTF-8 path"),
         ],
     );
-    dir.join(CHART)
+    dir
 }
 
 /// The chart's CRDs as rendered objects.
@@ -709,7 +711,7 @@ fn refused_requests(env: &common::setup::Env) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_install_creates_every_object_and_its_identity_runs_a_job() {
     let ground = ChartGround::take().await;
-    let (home, kubeconfig) = (&ground.home, &ground.kubeconfig);
+    let (home, kubeconfig) = (ground.home.clone(), ground.kubeconfig.clone());
 
     // The release's namespace enforces Pod Security "restricted": the
     // chart's pods must be admitted under it. (A merge patch: the harness
@@ -754,7 +756,7 @@ async fn helm_install_creates_every_object_and_its_identity_runs_a_job() {
         },
     )
     .await;
-    scale_to_none(home).await;
+    scale_to_none(&home).await;
 
     let env = run_as_the_release(ground.clusters, "helm-chart-replica", "helm-install").await;
     let spec = json!({"replicaSpecs": [
@@ -875,8 +877,10 @@ async fn unverified_reasons(env: &common::setup::Env, job: &TensorFlowTrainingJo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_upgrade_from_the_previous_chart_keeps_a_running_job() {
     let ground = ChartGround::take().await;
-    let (home, kubeconfig) = (&ground.home, &ground.kubeconfig);
-    ground.install(&chart_at(PREVIOUS_CHART_COMMIT)).await;
+    let (home, kubeconfig) = (ground.home.clone(), ground.kubeconfig.clone());
+    let previous = chart_at(PREVIOUS_CHART_COMMIT);
+    ground.install(&previous.join(CHART)).await;
+    std::fs::remove_dir_all(&previous).expect("remove the previous chart");
     assert_eq!(
         federation_properties(&served_job_crd(&home).await)["failover"],
         Value::Null,
@@ -1021,7 +1025,7 @@ async fn scale_to_none(home: &Client) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_uninstall_leaves_what_the_docs_say_and_their_command_releases_the_jobs() {
     let ground = ChartGround::take().await;
-    let (home, kubeconfig) = (&ground.home, &ground.kubeconfig);
+    let (home, kubeconfig) = (ground.home.clone(), ground.kubeconfig.clone());
     ground.install(&repo_path(CHART)).await;
     scale_to_none(&home).await;
 
