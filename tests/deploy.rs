@@ -4,7 +4,11 @@
 //! `deploy/member-fence.yaml`; installed with
 //! `helm install` on a real cluster it creates every object, and the
 //! controller, run as a local process with the token of the ServiceAccount
-//! the chart made, runs a job to completion. The kustomize base (`deploy/`)
+//! the chart made, runs a job to completion. The chart of an earlier commit
+//! (from git) upgrades to the working tree's with the commands of
+//! `docs/src/operations/upgrade-and-uninstall.md`, CRDs included, under a
+//! running job; `helm uninstall` leaves what that page says, and its
+//! command releases the jobs' finalizers. The kustomize base (`deploy/`)
 //! and its overlay (`overlays/second-namespace`) render and a real API
 //! server accepts them (server-side dry run).
 //!
@@ -14,22 +18,26 @@
 #[macro_use]
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::kubectl::kubectl_binary;
-use common::operator::{Setup, job, replica};
+use common::operator::{Setup, aggregate, backoff_count, job, phase_of, replica, restart_count};
 use common::real::{self, Ground, repo_path};
 use common::wait::eventually;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use tfjob_federator::api::JobPhase;
+use tfjob_federator::api::reason::{RECORD_UNVERIFIED, STATUS_OVERWRITTEN};
+use tfjob_federator::api::{JobPhase, TensorFlowTrainingJob};
 use tfjob_federator::config::ControllerConfig;
+use tfjob_federator::record::FINALIZER;
 
 const CHART: &str = "deploy/helm/tfjob-federator";
 const NAMESPACE: &str = "tfjob-federator";
@@ -427,6 +435,8 @@ fn server_accepts(kubeconfig: &Path, dir: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kustomize_renderings_pass_a_server_side_dry_run() {
+    // Not while a chart test deletes the CRDs this applies.
+    let _chart = CHART_TURN.lock().await;
     let clusters = real::one_cluster().await;
     let home = clusters.client("home").await;
     for namespace in [NAMESPACE, "ml-platform"] {
@@ -445,7 +455,117 @@ async fn kustomize_renderings_pass_a_server_side_dry_run() {
     .expect("the dry runs");
 }
 
-// ------------------------------------------------------------ helm install
+// ------------------------------------------------------------ helm on a real cluster
+
+/// The release every chart test installs, as the docs name it.
+const RELEASE: &str = "tfjob-federator";
+/// The page whose commands the upgrade and uninstall tests run.
+const OPERATIONS_PAGE: &str = "docs/src/operations/upgrade-and-uninstall.md";
+/// The chart the upgrade starts from (the operations page names it): its
+/// CRD lacks `spec.scheduler.federation.failover` and the status's
+/// `placement.replicaEpochs`, which today's has.
+const PREVIOUS_CHART_COMMIT: &str = "4fa47122df6aa06c5bdda926aceb40c755c4cf45";
+
+/// The chart tests (and the kustomize dry run) take turns: they share the
+/// release, its namespace and the CRDs.
+static CHART_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// `helm --kubeconfig KUBECONFIG args`, off the async threads.
+async fn helm_on(kubeconfig: &Path, args: &[&str]) -> String {
+    let mut all = vec!["--kubeconfig".to_string(), kubeconfig.display().to_string()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    tokio::task::spawn_blocking(move || helm(&all.iter().map(String::as_str).collect::<Vec<_>>()))
+        .await
+        .expect("helm")
+}
+
+/// The first `sh` block after the heading `heading` of the operations page.
+fn page_commands(heading: &str) -> String {
+    let page = read(OPERATIONS_PAGE);
+    let mut lines = page.lines().skip_while(|line| {
+        line.trim_start_matches('#').trim() != heading || !line.starts_with('#')
+    });
+    assert!(
+        lines.next().is_some(),
+        "{OPERATIONS_PAGE} has no heading {heading:?}"
+    );
+    let block: Vec<&str> = lines
+        .skip_while(|line| *line != "```sh")
+        .skip(1)
+        .take_while(|line| *line != "```")
+        .collect();
+    assert!(
+        !block.is_empty(),
+        "{OPERATIONS_PAGE}: no sh block under {heading:?}"
+    );
+    block.join("\n")
+}
+
+/// Runs the commands of the operations page under `heading` with `sh`, in
+/// the repository, against the cluster of `kubeconfig`, with our helm and
+/// kubectl first on PATH; their output.
+async fn run_page_commands(kubeconfig: &Path, heading: &str) -> String {
+    let script = page_commands(heading);
+    let path = std::env::join_paths(
+        [helm_binary(), kubectl_binary()]
+            .iter()
+            .filter_map(|binary| binary.parent().map(Path::to_path_buf))
+            .chain(std::env::split_paths(
+                &std::env::var_os("PATH").unwrap_or_default(),
+            )),
+    )
+    .expect("a PATH");
+    let kubeconfig = kubeconfig.to_path_buf();
+    let heading = heading.to_string();
+    tokio::task::spawn_blocking(move || {
+        let output = Command::new("sh")
+            .args(["-e", "-c", &script])
+            .env("KUBECONFIG", &kubeconfig)
+            .env("PATH", path)
+            .current_dir(repo_path(""))
+            .output()
+            .expect("sh starts");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "the commands under {heading:?} failed:\n{script}\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    })
+    .await
+    .expect("the page's commands")
+}
+
+/// A fresh directory holding the chart as it was at `commit`, from git (no
+/// network), at its path in the repository.
+fn chart_at(commit: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("chart-{commit}-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("create the chart's directory");
+    let archive = dir.join("chart.tar");
+    let archive_path = archive.to_str().expect("a UTF-8 path");
+    run_ok(
+        Path::new("git"),
+        &["archive", "--output", archive_path, commit, CHART],
+    );
+    run_ok(
+        Path::new("tar"),
+        &[
+            "-x",
+            "-f",
+            archive_path,
+            "-C",
+            dir.to_str().expect("a UTF-8 path"),
+        ],
+    );
+    dir
+}
+
+/// The chart's CRDs as rendered objects.
+fn chart_crds(chart: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(chart.join("crds/crds.yaml")).expect("the chart's CRDs");
+    documents(&text)
+}
 
 /// Whether `object` (as rendered) exists on the cluster.
 async fn exists(client: &Client, object: &Value) -> bool {
@@ -456,18 +576,142 @@ async fn exists(client: &Client, object: &Value) -> bool {
         .is_some()
 }
 
+/// What a chart test works on: home, its turn taken, as before a first
+/// `helm install`.
+struct ChartGround {
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+    clusters: &'static real::RealClusters,
+    home: Client,
+    kubeconfig: PathBuf,
+}
+
+impl ChartGround {
+    async fn take() -> ChartGround {
+        let turn = CHART_TURN.lock().await;
+        let clusters = real::one_cluster().await;
+        fresh_home(clusters).await;
+        ChartGround {
+            _turn: turn,
+            clusters,
+            home: clusters.client("home").await,
+            kubeconfig: clusters.kubeconfig("home"),
+        }
+    }
+
+    /// `helm install` of `chart` as the release, in its namespace.
+    async fn install(&self, chart: &Path) {
+        let installed = helm_on(
+            &self.kubeconfig,
+            &[
+                "install",
+                RELEASE,
+                chart.to_str().expect("a UTF-8 path"),
+                "--namespace",
+                NAMESPACE,
+                "--create-namespace",
+            ],
+        )
+        .await;
+        assert!(installed.contains("STATUS: deployed"), "{installed}");
+    }
+}
+
+/// Home as before a first `helm install`: no release, no jobs, no CRDs
+/// (the chart under test installs its own).
+async fn fresh_home(clusters: &real::RealClusters) {
+    let kubeconfig = clusters.kubeconfig("home");
+    helm_on(
+        &kubeconfig,
+        &[
+            "uninstall",
+            RELEASE,
+            "--namespace",
+            NAMESPACE,
+            "--ignore-not-found",
+            "--wait",
+        ],
+    )
+    .await;
+    let home = clusters.client("home").await;
+    let _turn = clusters.exclusive().await;
+    real::clean_slate(clusters, &["home"]).await;
+    for crd in chart_crds(&repo_path(CHART)) {
+        let (api, _, name) = real::api_of(&home, &crd).await;
+        let _ = api.delete(name, &Default::default()).await;
+    }
+    for crd in chart_crds(&repo_path(CHART)) {
+        eventually(
+            &format!("{} deleted", identify(&crd)),
+            Duration::from_secs(60),
+            async || (!exists(&home, &crd).await).then_some(()),
+        )
+        .await;
+    }
+}
+
+/// The controller as the release's Deployment runs it — a TokenRequest
+/// token of the release's ServiceAccount, its ConfigMap's settings, leader
+/// election in its namespace as `replica` — on the CRDs the chart
+/// installed; the test works in a namespace of its own. (kwok's nodes run
+/// no image: the chart's own pods never run the controller.)
+async fn run_as_the_release(
+    clusters: &real::RealClusters,
+    replica: &str,
+    test: &str,
+) -> common::setup::Env {
+    let home = clusters.client("home").await;
+    let token = real::service_account_token(&home, NAMESPACE, "tfjob-federator").await;
+    let identity = clusters.dir().join(format!("{replica}.kubeconfig"));
+    std::fs::write(
+        &identity,
+        real::with_token(&clusters.kubeconfig("home"), &token),
+    )
+    .expect("write the release identity's kubeconfig");
+    Setup::on(Ground::Real)
+        .identity(identity)
+        .settings(&release_settings(&home).await)
+        .leader_elect(replica)
+        .crds_as_installed()
+        .own_namespace(test)
+        .start()
+        .await
+}
+
+/// The controller's settings in the release's ConfigMap.
+async fn release_settings(home: &Client) -> String {
+    Api::<ConfigMap>::namespaced(home.clone(), NAMESPACE)
+        .get("tfjob-federator")
+        .await
+        .expect("the release's ConfigMap")
+        .data
+        .and_then(|d| d.get("config.yaml").cloned())
+        .expect("config.yaml in the release's ConfigMap")
+}
+
+/// Every object the chart renders is gone, some time after `helm uninstall`.
+async fn wait_gone(home: &Client, rendered: &[Value]) {
+    for object in rendered {
+        eventually(
+            &format!("{} gone after helm uninstall", identify(object)),
+            Duration::from_secs(30),
+            async || (!exists(home, object).await).then_some(()),
+        )
+        .await;
+    }
+}
+
+/// The request logs of the controller that its RBAC refused.
+fn refused_requests(env: &common::setup::Env) -> Vec<String> {
+    env.controller_problems()
+        .into_iter()
+        .filter(|line| line.contains("403") || line.to_lowercase().contains("forbidden"))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_install_creates_every_object_and_its_identity_runs_a_job() {
-    let clusters = real::one_cluster().await;
-    let home = clusters.client("home").await;
-    let kubeconfig = clusters.kubeconfig("home");
-    let on_home = |args: &[&str]| {
-        let mut all = vec!["--kubeconfig".to_string(), kubeconfig.display().to_string()];
-        all.extend(args.iter().map(|a| a.to_string()));
-        tokio::task::spawn_blocking(move || {
-            helm(&all.iter().map(String::as_str).collect::<Vec<_>>())
-        })
-    };
+    let ground = ChartGround::take().await;
+    let (home, kubeconfig) = (ground.home.clone(), ground.kubeconfig.clone());
 
     // The release's namespace enforces Pod Security "restricted": the
     // chart's pods must be admitted under it. (A merge patch: the harness
@@ -487,19 +731,10 @@ async fn helm_install_creates_every_object_and_its_identity_runs_a_job() {
         )
         .await
         .expect("label the namespace");
-    let installed = on_home(&[
-        "install",
-        "tfjob-federator",
-        CHART,
-        "--namespace",
-        NAMESPACE,
-    ])
-    .await
-    .expect("helm install");
-    assert!(installed.contains("STATUS: deployed"), "{installed}");
+    ground.install(&repo_path(CHART)).await;
 
     let rendered = template(NAMESPACE, &[]);
-    let crds = documents(&read(&format!("{CHART}/crds/crds.yaml")));
+    let crds = chart_crds(&repo_path(CHART));
     for object in rendered.iter().chain(&crds) {
         assert!(
             exists(&home, object).await,
@@ -521,36 +756,9 @@ async fn helm_install_creates_every_object_and_its_identity_runs_a_job() {
         },
     )
     .await;
-    Api::<Deployment>::namespaced(home.clone(), NAMESPACE)
-        .patch(
-            "tfjob-federator",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 0}})),
-        )
-        .await
-        .expect("scale the chart's Deployment to 0");
+    scale_to_none(&home).await;
 
-    // The controller as the chart's Deployment runs it: the chart's
-    // ServiceAccount, its ConfigMap's settings, leader election in its
-    // namespace.
-    let token = real::service_account_token(&home, NAMESPACE, "tfjob-federator").await;
-    let identity = clusters.dir().join("helm-chart-identity.kubeconfig");
-    std::fs::write(&identity, real::with_token(&kubeconfig, &token))
-        .expect("write the chart identity's kubeconfig");
-    let settings = Api::<ConfigMap>::namespaced(home.clone(), NAMESPACE)
-        .get("tfjob-federator")
-        .await
-        .expect("the chart's ConfigMap")
-        .data
-        .and_then(|d| d.get("config.yaml").cloned())
-        .expect("config.yaml in the chart's ConfigMap");
-    let env = Setup::on(Ground::Real)
-        .identity(identity)
-        .settings(&settings)
-        .leader_elect("helm-chart-replica")
-        .own_namespace("helm-install")
-        .start()
-        .await;
+    let env = run_as_the_release(ground.clusters, "helm-chart-replica", "helm-install").await;
     let spec = json!({"replicaSpecs": [
         replica("chief", 1, &[("run-seconds", "1")]),
         replica("worker", 2, &[("run-seconds", "30")]),
@@ -562,11 +770,7 @@ async fn helm_install_creates_every_object_and_its_identity_runs_a_job() {
         Some(1),
         "the chief succeeded"
     );
-    let refused: Vec<String> = env
-        .controller_problems()
-        .into_iter()
-        .filter(|line| line.contains("403") || line.to_lowercase().contains("forbidden"))
-        .collect();
+    let refused = refused_requests(&env);
     assert!(
         refused.is_empty(),
         "requests the chart's RBAC refused: {refused:#?}"
@@ -576,31 +780,342 @@ async fn helm_install_creates_every_object_and_its_identity_runs_a_job() {
         .get("tfjob-federator-signing-key")
         .await
         .expect("the signing key the controller made");
-    let lease =
-        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(home.clone(), NAMESPACE)
-            .get("tfjob-federator")
-            .await
-            .expect("the leader Lease");
+    let lease = Api::<Lease>::namespaced(home.clone(), NAMESPACE)
+        .get("tfjob-federator")
+        .await
+        .expect("the leader Lease");
     assert_eq!(
         lease.spec.and_then(|s| s.holder_identity).as_deref(),
         Some("helm-chart-replica")
     );
     drop(env);
 
-    on_home(&["uninstall", "tfjob-federator", "--namespace", NAMESPACE])
-        .await
-        .expect("helm uninstall");
-    for object in &rendered {
-        eventually(
-            &format!("{} gone after helm uninstall", identify(object)),
-            Duration::from_secs(30),
-            async || (!exists(&home, object).await).then_some(()),
-        )
-        .await;
-    }
+    helm_on(
+        &kubeconfig,
+        &["uninstall", RELEASE, "--namespace", NAMESPACE],
+    )
+    .await;
+    wait_gone(&home, &rendered).await;
     let namespace = Api::<Namespace>::all(home.clone()).get(NAMESPACE).await;
     assert!(
         namespace.is_ok(),
         "the namespace was not the chart's to delete"
     );
+}
+
+// ------------------------------------------------------------ helm upgrade
+
+/// The properties of `spec.scheduler.federation` in a job CRD's first
+/// version.
+fn federation_properties(crd: &Value) -> &Value {
+    &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["scheduler"]
+        ["properties"]["federation"]["properties"]
+}
+
+/// The job CRD among the chart's CRDs.
+fn job_crd(crds: &[Value]) -> &Value {
+    find(crds, "CustomResourceDefinition", JOB_CRD)
+}
+
+const JOB_CRD: &str = "tensorflowtrainingjobs.batch.tensorstack.dev";
+
+/// The job CRD as the server has it.
+async fn served_job_crd(home: &Client) -> Value {
+    let crds = chart_crds(&repo_path(CHART));
+    let (api, _, name) = real::api_of(home, job_crd(&crds)).await;
+    let served = api.get(name).await.expect("the job CRD on the server");
+    serde_json::to_value(served).expect("the CRD as JSON")
+}
+
+/// What the server keeps of `failover: LostReplicas` in a job it would
+/// create (a dry run).
+async fn kept_failover(env: &common::setup::Env) -> Value {
+    let spec = json!({
+        "scheduler": {"federation": {"failover": "LostReplicas"}},
+        "replicaSpecs": [replica("chief", 1, &[])],
+    });
+    let object: kube::api::DynamicObject =
+        serde_json::from_value(serde_json::to_value(job("dry-run", spec)).expect("a job"))
+            .expect("a job as a DynamicObject");
+    let params = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let created = env
+        .raw_jobs()
+        .create(&params, &object)
+        .await
+        .expect("a dry-run create");
+    created.data["spec"]["scheduler"]["federation"]["failover"].clone()
+}
+
+/// The pods of a job by name, with their uids.
+async fn pod_uids(env: &common::setup::Env, job: &str) -> BTreeMap<String, String> {
+    env.job_pods(job)
+        .await
+        .into_iter()
+        .map(|(name, pod)| (name, pod.metadata.uid.unwrap_or_default()))
+        .collect()
+}
+
+/// The reasons of the job's Events that say its status did not verify.
+async fn unverified_reasons(env: &common::setup::Env, job: &TensorFlowTrainingJob) -> Vec<String> {
+    let uid = job.metadata.uid.as_deref().expect("the job's uid");
+    env.events_about(uid)
+        .await
+        .into_iter()
+        .filter_map(|event| event.reason)
+        .filter(|reason| [STATUS_OVERWRITTEN, RECORD_UNVERIFIED].contains(&reason.as_str()))
+        .collect()
+}
+
+/// Installs the chart of an earlier commit (from git), runs a job under it,
+/// and upgrades to the working tree's chart with the operations page's
+/// commands: the CRD on the server is then today's, and the job keeps its
+/// pods and its sealed status, and succeeds under the controller restarted
+/// as the upgraded Deployment's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_upgrade_from_the_previous_chart_keeps_a_running_job() {
+    let ground = ChartGround::take().await;
+    let (home, kubeconfig) = (ground.home.clone(), ground.kubeconfig.clone());
+    let previous = chart_at(PREVIOUS_CHART_COMMIT);
+    ground.install(&previous.join(CHART)).await;
+    std::fs::remove_dir_all(&previous).expect("remove the previous chart");
+    assert_eq!(
+        federation_properties(&served_job_crd(&home).await)["failover"],
+        Value::Null,
+        "the previous chart's CRD has no failover"
+    );
+    scale_to_none(&home).await;
+
+    let mut env = run_as_the_release(ground.clusters, "before-upgrade", "helm-upgrade").await;
+    assert_eq!(
+        kept_failover(&env).await,
+        Value::Null,
+        "the previous CRD prunes the field it lacks"
+    );
+    let spec = json!({"replicaSpecs": [
+        replica("chief", 1, &[("run-seconds", "60")]),
+        replica("worker", 2, &[("run-seconds", "600")]),
+    ]});
+    env.submit(&job("upgraded", spec)).await;
+    let running = env
+        .wait_job("upgraded", "running its 3 pods", |j| {
+            phase_of(j) == Some(JobPhase::Running) && aggregate(j)[2] == 3
+        })
+        .await;
+    let pods = pod_uids(&env, "upgraded").await;
+    assert_eq!(pods.len(), 3, "{pods:?}");
+    let before = env.raw_jobs().get("upgraded").await.expect("the job");
+    assert!(
+        before.data["status"]["seal"].is_string(),
+        "a sealed status: {}",
+        before.data["status"]
+    );
+
+    run_page_commands(&kubeconfig, "Upgrading").await;
+    let served = served_job_crd(&home).await;
+    let crds = chart_crds(&repo_path(CHART));
+    let versions = |crd: &Value| {
+        crd["spec"]["versions"]
+            .as_array()
+            .expect("versions")
+            .iter()
+            .map(|v| (v["name"].clone(), numbers_as_floats(&v["schema"])))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        versions(&served) == versions(job_crd(&crds)),
+        "the job CRD on the server is the working tree's after the upgrade"
+    );
+    assert_eq!(kept_failover(&env).await, json!("LostReplicas"));
+    let history = helm_on(&kubeconfig, &["history", RELEASE, "--namespace", NAMESPACE]).await;
+    assert_eq!(
+        history.lines().skip(1).count(),
+        2,
+        "an install and an upgrade: {history}"
+    );
+    // The CRD update rewrote no job: the same object, its sealed status
+    // and all.
+    let after = env.raw_jobs().get("upgraded").await.expect("the job");
+    assert_eq!(
+        (&after.metadata.resource_version, &after.data),
+        (&before.metadata.resource_version, &before.data)
+    );
+    scale_to_none(&home).await;
+
+    // The upgraded Deployment's pod: the new ConfigMap, the controller
+    // killed and started again.
+    std::fs::write(
+        env.dir.join("controller.yaml"),
+        release_settings(&home).await,
+    )
+    .expect("write the upgraded settings");
+    env.restart_controller().await;
+    let done = eventually(
+        "the upgraded job to succeed, on its own pods",
+        Duration::from_secs(120),
+        async || {
+            let job = env
+                .jobs()
+                .get("upgraded")
+                .await
+                .map_err(|e| e.to_string())?;
+            let now = pod_uids(&env, "upgraded").await;
+            let replaced: Vec<&String> = now
+                .iter()
+                .filter(|(name, uid)| pods.get(*name).is_some_and(|before| before != *uid))
+                .map(|(name, _)| name)
+                .collect();
+            assert!(replaced.is_empty(), "pods replaced: {replaced:?}");
+            match phase_of(&job) {
+                Some(JobPhase::Succeeded) => Ok(job),
+                phase => Err(format!("{phase:?}")),
+            }
+        },
+    )
+    .await;
+    assert_eq!(aggregate(&done)[3], 1, "the chief succeeded");
+    assert_eq!(
+        (
+            restart_count(&done, "chief"),
+            restart_count(&done, "worker"),
+            backoff_count(&done)
+        ),
+        (0, 0, 0),
+        "no restarts"
+    );
+    assert_eq!(
+        done.metadata.uid, running.metadata.uid,
+        "the same job object"
+    );
+    assert_eq!(unverified_reasons(&env, &done).await, Vec::<String>::new());
+    let refused = refused_requests(&env);
+    assert!(
+        refused.is_empty(),
+        "requests the chart's RBAC refused: {refused:#?}"
+    );
+    drop(env);
+    helm_on(
+        &kubeconfig,
+        &["uninstall", RELEASE, "--namespace", NAMESPACE, "--wait"],
+    )
+    .await;
+}
+
+/// The release's Deployment wants no pods: kwok's nodes would only fake
+/// them beside the controller the test runs.
+async fn scale_to_none(home: &Client) {
+    Api::<Deployment>::namespaced(home.clone(), NAMESPACE)
+        .patch(
+            "tfjob-federator",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 0}})),
+        )
+        .await
+        .expect("scale the release's Deployment to 0");
+}
+
+// ------------------------------------------------------------ helm uninstall
+
+/// `helm uninstall` as the operations page says: what it says stays does
+/// (CRDs, the job with its finalizer, the signing key, the Lease), the
+/// job's namespace cannot be deleted while the finalizer stays, and the
+/// page's command releases it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_uninstall_leaves_what_the_docs_say_and_their_command_releases_the_jobs() {
+    let ground = ChartGround::take().await;
+    let (home, kubeconfig) = (ground.home.clone(), ground.kubeconfig.clone());
+    ground.install(&repo_path(CHART)).await;
+    scale_to_none(&home).await;
+
+    let mut env = run_as_the_release(ground.clusters, "before-uninstall", "helm-uninstall").await;
+    let spec = json!({"replicaSpecs": [replica("chief", 1, &[("run-seconds", "600")])]});
+    env.submit(&job("left-behind", spec)).await;
+    env.wait_job("left-behind", "running, with the finalizer", |j| {
+        phase_of(j) == Some(JobPhase::Running)
+            && j.metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == FINALIZER)
+    })
+    .await;
+    // The Deployment's pods go with the release: SIGTERM.
+    let stopped = env.terminate_controller();
+    assert!(stopped.success(), "the controller stopped: {stopped}");
+
+    run_page_commands(&kubeconfig, "Uninstalling").await;
+    wait_gone(&home, &template(NAMESPACE, &[])).await;
+    for crd in chart_crds(&repo_path(CHART)) {
+        assert!(exists(&home, &crd).await, "{} stays", identify(&crd));
+    }
+    let job_left = env.job("left-behind").await;
+    assert!(
+        job_left
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == FINALIZER),
+        "the job stays with its finalizer: {:?}",
+        job_left.metadata.finalizers
+    );
+    Api::<Secret>::namespaced(home.clone(), NAMESPACE)
+        .get("tfjob-federator-signing-key")
+        .await
+        .expect("the signing key stays");
+    Api::<Lease>::namespaced(home.clone(), NAMESPACE)
+        .get("tfjob-federator")
+        .await
+        .expect("the leader Lease stays");
+
+    // The job's namespace: deleted, held by the job's finalizer.
+    let namespaces: Api<Namespace> = Api::all(home.clone());
+    namespaces
+        .delete(&env.namespace, &Default::default())
+        .await
+        .expect("delete the job's namespace");
+    env.wait_job("left-behind", "deleted but held", |j| {
+        j.metadata.deletion_timestamp.is_some()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let held = namespaces
+        .get(&env.namespace)
+        .await
+        .expect("the namespace is held");
+    assert_eq!(
+        held.status.and_then(|s| s.phase).as_deref(),
+        Some("Terminating")
+    );
+    env.job("left-behind").await;
+
+    run_page_commands(&kubeconfig, "Releasing the finalizers").await;
+    let jobs = env.jobs();
+    eventually(
+        "the job gone once released",
+        Duration::from_secs(30),
+        async || {
+            jobs.get_opt("left-behind")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    eventually(
+        "the job's namespace gone once released",
+        Duration::from_secs(120),
+        async || {
+            namespaces
+                .get_opt(&env.namespace)
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
 }

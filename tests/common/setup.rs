@@ -56,6 +56,7 @@ pub struct Setup<View = Typed> {
     own_namespace: Option<String>,
     partition_home: bool,
     identity: Option<PathBuf>,
+    install_crds: bool,
     log_filter: String,
     view: PhantomData<View>,
 }
@@ -74,6 +75,7 @@ impl Setup<Typed> {
             own_namespace: None,
             partition_home: false,
             identity: None,
+            install_crds: true,
             log_filter: "info".to_string(),
             view: PhantomData,
         }
@@ -140,6 +142,13 @@ impl<View> Setup<View> {
         self
     }
 
+    /// The CRDs on home stay as the test installed them (a Helm chart's,
+    /// maybe an earlier one's) instead of this build's.
+    pub fn crds_as_installed(mut self) -> Self {
+        self.install_crds = false;
+        self
+    }
+
     /// Jobs read and written as JSON.
     pub fn json_jobs(self) -> Setup<Json> {
         Setup {
@@ -152,6 +161,7 @@ impl<View> Setup<View> {
             own_namespace: self.own_namespace,
             partition_home: self.partition_home,
             identity: self.identity,
+            install_crds: self.install_crds,
             log_filter: self.log_filter,
             view: PhantomData,
         }
@@ -179,7 +189,9 @@ impl<View> Setup<View> {
             clients.insert(name.clone(), client_from_file(kubeconfig).await);
         }
         let home = clients["home"].clone();
-        real::install_crds(&home).await;
+        if self.install_crds {
+            real::install_crds(&home).await;
+        }
         let namespace = match &self.own_namespace {
             Some(test) => real::test_namespace(&home, test).await,
             None => "default".to_string(),
