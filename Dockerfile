@@ -1,7 +1,7 @@
 # The controller's image: a static (musl) release binary on an empty base,
 # run as a numeric non-root user (the chart's runAsUser, so runAsNonRoot
 # holds without an /etc/passwd). hack/image-check proves what it can of
-# this recipe without a container engine (README "Install").
+# this recipe without a container engine (docs/src/installing/image.md).
 FROM rust:1.95-bookworm AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends musl-tools \

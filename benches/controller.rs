@@ -1,6 +1,6 @@
 //! The controller end to end, each part in a process of its own:
-//! `cargo bench --bench controller` (README "The controller end to end" says
-//! what every figure means and how it is measured).
+//! `cargo bench --bench controller` (the book's docs/src/benchmarks/controller.md
+//! says what every figure means and how it is measured).
 //!
 //! Per workload, started fresh:
 //! - the clusters: `tfjob-federator sim --register …` (the binary cargo
@@ -59,13 +59,13 @@ use tfjob_federator::demo::progress;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const NAMESPACE: &str = "default";
-/// The size bound of one job the door enforces (README "The door"):
+/// The size bound of one job the door enforces (docs/src/api/door.md):
 /// replicas over all types, and template bytes × replicas.
 const BOUND_REPLICAS: usize = tfjob_federator::api::MAX_TOTAL_REPLICAS as usize;
 const BOUND_TEMPLATE_BYTES: usize =
     tfjob_federator::api::MAX_TEMPLATE_BYTES_TIMES_REPLICAS / BOUND_REPLICAS;
 /// The chart's memory limit for the controller, and the room a job at the
-/// bound must leave in it for other jobs (README: about 2,000 live jobs of
+/// bound must leave in it for other jobs (docs/src/api/door.md: about 2,000 live jobs of
 /// 8 replicas at (d)'s 0.1 MiB per job).
 const CHART_MEMORY_LIMIT_MIB: f64 = 1024.0;
 const ROOM_FOR_OTHERS_MIB: f64 = 256.0;
@@ -391,8 +391,8 @@ impl Settings {
             targets: Targets::default(),
         });
 
-        // One job at the size bound validation enforces (README "How big a
-        // job may be"), with a plain template and with the largest one.
+        // One job at the size bound validation enforces (docs/src/api/door.md,
+        // "The job-size bound"), with a plain template and with the largest one.
         // 1 chief, the rest half workers and half ps.
         let workers = self.count("BENCH_H_WORKERS", (BOUND_REPLICAS - 1).div_ceil(2), 4)?;
         let ps = self.count("BENCH_H_PS", (BOUND_REPLICAS - 1) / 2, 4)?;

@@ -1,8 +1,8 @@
 //! tfjob-federator: runs TensorStack `TensorFlowTrainingJob`s across several
-//! Kubernetes clusters. See README.md for how the parts fit. The decisions
-//! live in `tfjob-core` (re-exported here under their own names); this
-//! crate holds the actors that carry them out, the cluster connections,
-//! telemetry, leader election and the command line.
+//! Kubernetes clusters. See docs/src/design/index.md for how the parts
+//! fit. The decisions live in `tfjob-core` (re-exported here under their
+//! own names); this crate holds the actors that carry them out, the cluster
+//! connections, telemetry, leader election and the command line.
 
 pub mod actors;
 pub mod clusters;

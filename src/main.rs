@@ -13,7 +13,7 @@ use tfjob_federator::telemetry::{self, LogFormat, Metrics, Readiness, Synced};
 use tfjob_federator::{api, controller, election, plan};
 
 /// mimalloc instead of the C library's allocator: less CPU per job and a
-/// smaller resident set at 10,000 jobs (README "Benchmark"). Without the
+/// smaller resident set at 10,000 jobs (docs/src/benchmarks/controller.md). Without the
 /// `mimalloc` feature, the C library's, for heap profilers.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
@@ -176,7 +176,7 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
-    /// The member-side fence (README "The fence"): run inside a member
+    /// The member-side fence (docs/src/members/fence.md): run inside a member
     /// cluster with the member's own identity. Once the controller has not
     /// renewed its Lease there for fenceAfterMs, deletes every pod this
     /// federation placed on the member, until the Lease is renewed again.
@@ -206,6 +206,9 @@ enum Command {
     },
     /// Print every CRD this controller owns, as YAML.
     Crd,
+    /// Print the book's API reference of those CRDs, as Markdown
+    /// (docs/src/api/reference.md).
+    ApiReference,
 }
 
 /// Accepts only what parses as a Kubernetes quantity.
@@ -220,6 +223,10 @@ fn main() -> anyhow::Result<()> {
     if let Command::Crd = cli.command {
         // No logging or runtime: the output is meant for `> file` or kubectl.
         print!("{}", api::crds_yaml().context("serializing the CRDs")?);
+        return Ok(());
+    }
+    if let Command::ApiReference = cli.command {
+        print!("{}", api::reference_markdown());
         return Ok(());
     }
     // The demo's progress goes to stdout; only problems should join it.
@@ -464,7 +471,7 @@ fn main() -> anyhow::Result<()> {
                 Ok(())
             })
         }
-        Command::Crd => Ok(()),
+        Command::Crd | Command::ApiReference => Ok(()),
     }
 }
 

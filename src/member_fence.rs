@@ -1,4 +1,4 @@
-//! `tfjob-federator fence`: the member-side fence (README "The fence"; the
+//! `tfjob-federator fence`: the member-side fence (docs/src/members/fence.md; the
 //! decisions are `crate::fence`). It runs inside a member cluster with the
 //! member's own identity and:
 //!

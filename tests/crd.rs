@@ -1,5 +1,6 @@
 //! The CRDs: the committed copies (`deploy/crds/`, the Helm chart's
-//! `crds/`) match the generated one, the schema is structural, the example
+//! `crds/`) and the book's API reference generated from them match what
+//! the API types generate now, the schema is structural, the example
 //! jobs parse and validate, and a simulated cluster driven by the real
 //! kubectl accepts the CRD and the examples (strict field validation, so a
 //! field the schema lacks fails) and prints the columns; the deployment
@@ -37,6 +38,19 @@ fn committed_crds_match_the_generated_ones() {
              `cargo run -- crd | tee {COMMITTED} > {CHART_CRDS}` and commit the result"
         );
     }
+}
+
+#[test]
+fn committed_api_reference_matches_the_generated_one() {
+    let generated = api::reference_markdown();
+    let committed = std::fs::read_to_string(repo_path(api::REFERENCE_PAGE)).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "{} is out of date with the API types; regenerate it with \
+         `cargo run -- api-reference > {}` and commit the result",
+        api::REFERENCE_PAGE,
+        api::REFERENCE_PAGE
+    );
 }
 
 /// Kubernetes' structural-schema rules, as far as our generator could break

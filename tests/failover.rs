@@ -286,7 +286,7 @@ async fn a_member_lost_during_a_debug_switch_is_failed_over(ground: Ground) {
     set_faults(&f.clients["member-1"], json!({"partitioned": false})).await;
 }
 
-/// Issue 24 (README "Failover"): a failover is one restart, shown in
+/// Issue 24 (docs/src/placement/failover.md): a failover is one restart, shown in
 /// `backoffCount` and in the `restartCount` of the first replica it moved
 /// in the job's replica order, so that the restart counts add up to
 /// `backoffCount`.
@@ -334,7 +334,7 @@ async fn a_failover_shows_in_a_replicas_restart_count(ground: Ground) {
     set_faults(&f.clients["member-1"], json!({"partitioned": false})).await;
 }
 
-/// Issue 24 (README: the deadline rule is the same after a failover as
+/// Issue 24 (docs/src/api/decisions.md: the deadline rule is the same after a failover as
 /// before it): the time a failed-over job waits for its new placement does
 /// not count towards `activeDeadlineSeconds`. The clock stands while it
 /// waits (`startTime` goes, the seconds active so far are kept in

@@ -1498,9 +1498,9 @@ fn all_accesses(rules: &[PolicyRule]) -> Vec<serde_json::Value> {
     out
 }
 
-/// The rows of the README's table of what `account` may do, as accesses.
-fn readme_accesses(account: &str) -> Vec<serde_json::Value> {
-    real::readme_rbac_rows(account)
+/// The rows of the book's table of what `account` may do, as accesses.
+fn documented_accesses(account: &str) -> Vec<serde_json::Value> {
+    real::documented_rbac_rows(account)
         .into_iter()
         .map(|(group, resource, verb)| json!({"apiGroup": group, "resource": resource, "verb": verb}))
         .collect()
@@ -1671,13 +1671,14 @@ async fn the_shipped_rbac_allows_every_request_the_controller_makes(ground: Grou
                 &f.kubeconfig(cluster),
                 &format!("system:serviceaccount:tfjob-federator:{account}"),
             );
-            let documented = readme_accesses(account);
+            let documented = documented_accesses(account);
             let shown: Vec<&serde_json::Value> =
                 granted.iter().filter(|a| !granted_to_everyone(a)).collect();
             assert!(
                 shown.iter().all(|a| documented.contains(a))
                     && documented.iter().all(|a| shown.contains(&a)),
-                "{cluster}: kubectl auth can-i --list for {account} differs from the README's table:\n can-i: {shown:?}\n README: {documented:?}"
+                "{cluster}: kubectl auth can-i --list for {account} differs from the table of {}:\n can-i: {shown:?}\n documented: {documented:?}",
+                real::RBAC_PAGE
             );
             let missing: Vec<serde_json::Value> = all_accesses(role)
                 .into_iter()

@@ -1,4 +1,4 @@
-//! The member-side fence (issue 25, README "The fence"), on both grounds
+//! The member-side fence (issue 25, docs/src/members/fence.md), on both grounds
 //! (`NAME::sim`, `NAME::real`) from one source.
 //!
 //! The fence runs as a process beside the controller, as it would inside
@@ -130,13 +130,14 @@ async fn a_fenced_member_never_runs_a_replica_twice(ground: Ground) {
         fence.terminate();
     }
     if ground == Ground::Real {
-        // The fence's identity may do exactly what the README's table says.
+        // The fence's identity may do exactly what the book's table says.
         let granted = can_i_list(&f.kubeconfig("member-1"), "tfjob-federator-fence");
-        let documented = real::readme_rbac_rows("tfjob-federator-fence");
+        let documented = real::documented_rbac_rows("tfjob-federator-fence");
         assert!(
             granted.iter().all(|a| documented.contains(a))
                 && documented.iter().all(|a| granted.contains(a)),
-            "kubectl auth can-i --list for tfjob-federator-fence differs from the README's table:\n can-i: {granted:?}\n README: {documented:?}"
+            "kubectl auth can-i --list for tfjob-federator-fence differs from the table of {}:\n can-i: {granted:?}\n documented: {documented:?}",
+            real::RBAC_PAGE
         );
     }
 }

@@ -10,7 +10,7 @@
 //! the real cluster the test binary shares (`hack/real-clusters`), or on a
 //! real cluster of its own when it injects faults that would hurt the
 //! others. The few scenarios that need `/_sim/compact` run on the simulator
-//! only (README, "Known differences of the simulator").
+//! only (docs/src/testing/simulated-clusters.md).
 
 #[macro_use]
 mod common;

@@ -1659,7 +1659,7 @@ fn scale_writes_replicas_through_the_scale_subresource(k: &Kubectl) {
 /// Simulator only: custom resources have no protobuf form, and the
 /// simulator answers 415 as kube-apiserver did up to v1.3x; v1.37.2 panics
 /// decoding such a body and drops the request, which is no answer to copy
-/// (README, "Known differences of the simulator").
+/// (docs/src/testing/simulated-clusters.md).
 #[test]
 fn protobuf_bodies_of_custom_resources_get_415() {
     let k = Kubectl::sim("protobuf-custom");

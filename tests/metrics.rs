@@ -74,7 +74,7 @@ fn as_grafana_sends(expr: &str) -> String {
         .replace("$cluster", ".*")
 }
 
-/// The dashboard is templated the way the README promises.
+/// The dashboard is templated the way docs/src/observability.md promises.
 fn check_dashboard_shape(dashboard: &Value) {
     let variables = dashboard["templating"]["list"]
         .as_array()

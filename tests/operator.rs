@@ -1403,7 +1403,7 @@ async fn two_hundred_jobs_succeed_with_few_status_writes() {
     );
     // How many writes a job makes depends on how long its pods take, which
     // depends on the machine's load; what the controller promises is the
-    // spacing (README, `statusDetailIntervalMs`): a write of replica details
+    // spacing (docs/src/api/the-controller.md, `statusDetailIntervalMs`): a write of replica details
     // alone comes 1 s after the previous write, then 2 s, then 4 s, and 4 s
     // while the job is Pending (its replicas starting) or once it has ended.
     // A change of phase, conditions or restarts

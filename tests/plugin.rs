@@ -159,7 +159,7 @@ on_both_grounds!(
 );
 
 /// The federation; on the real ground the member identity also gets
-/// `pods/log`, the rule the README asks users to add for `logs`.
+/// `pods/log`, the rule docs/src/kubectl-plugin.md asks users to add for `logs`.
 async fn plugin_federation(ground: Ground) -> Federation {
     let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
     if ground == Ground::Real {

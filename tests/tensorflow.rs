@@ -54,7 +54,7 @@ fn example(file: &str, name: &str, steps: u32, spec: Value) -> Value {
 
 /// Home and two members exporting their services (clusterset.local names
 /// resolve), the controller as deployed, the TensorFlow venv ready, and the
-/// member identity allowed `pods/log` (README "kubectl plugin").
+/// member identity allowed `pods/log` (docs/src/kubectl-plugin.md).
 async fn tf_federation() -> Federation {
     tf_federation_with(HOME_NOT_TARGET).await
 }
@@ -504,8 +504,8 @@ fn signal_chief(uid: &str, signal: &str) -> usize {
         .count()
 }
 
-/// A member lost mid-training, a fence on each member (README "Partial
-/// failover", "The fence"); three PS jobs, their chiefs on member-1:
+/// A member lost mid-training, a fence on each member (docs/src/placement/failover.md,
+/// docs/src/members/fence.md); three PS jobs, their chiefs on member-1:
 /// - `tf-part` (`failover: LostReplicas`): chief, ps and worker-0 on
 ///   member-1, worker-1 alone on member-2 (Pack splits it: its workers ask
 ///   for 2 GPUs each, and two short holds leave 3 free on member-1 and 2 on

@@ -1,4 +1,4 @@
-//! The member-side fence in tests (issue 25, README "The fence"): a fence
+//! The member-side fence in tests (issue 25, docs/src/members/fence.md): a fence
 //! process per member, reaching the member's API server directly past the
 //! fault proxy (`DIR/<member>.direct.kubeconfig`, which `sim` and
 //! `hack/real-clusters` write), and a sampler that lists the members

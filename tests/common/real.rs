@@ -213,7 +213,7 @@ pub async fn tf_venv() -> PathBuf {
     .clone()
 }
 
-/// The launcher's flags for process pods (README "Real TensorFlow"): the
+/// The launcher's flags for process pods (docs/src/testing/real-tensorflow.md): the
 /// TensorFlow virtual environment first on their PATH, and `EXAMPLES`, the
 /// directory of the example programs that `$(EXAMPLES)` names in a command.
 pub fn process_env_args() -> Vec<String> {
@@ -469,7 +469,7 @@ pub async fn install_crds(client: &Client) {
 /// Secrets): the clean slate removes it.
 pub const EXTRA_LABEL: &str = "test.federation.tfjob.io/extra";
 
-/// On each member, the rule the README's plugin section asks users to add:
+/// On each member, the rule the book's plugin page asks users to add:
 /// `pods/log` for the member identity (`deploy/member-rbac.yaml`'s
 /// ServiceAccount), so that `kubectl tfjob logs` reads a replica's log there.
 pub async fn grant_member_logs(clusters: &RealClusters, members: &[&str]) {
@@ -747,12 +747,16 @@ pub async fn ensure_registered(clusters: &RealClusters) {
     }
 }
 
-/// The rows of the README's RBAC tables for `account`, as (API group,
-/// resource, verb); `core` is the group "". Panics when there are none.
-pub fn readme_rbac_rows(account: &str) -> Vec<(String, String, String)> {
-    let readme = std::fs::read_to_string(repo_path("README.md")).expect("README.md");
+/// The book's page of what each identity may do.
+pub const RBAC_PAGE: &str = "docs/src/installing/rbac.md";
+
+/// The rows of the RBAC tables of the book (`RBAC_PAGE`) for `account`, as
+/// (API group, resource, verb); `core` is the group "". Panics when there
+/// are none.
+pub fn documented_rbac_rows(account: &str) -> Vec<(String, String, String)> {
+    let page = std::fs::read_to_string(repo_path(RBAC_PAGE)).expect(RBAC_PAGE);
     let mut rows = Vec::new();
-    for line in readme.lines() {
+    for line in page.lines() {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
         let [_, identity, group, resource, verbs, _] = cells.as_slice() else {
             continue;
@@ -773,7 +777,7 @@ pub fn readme_rbac_rows(account: &str) -> Vec<(String, String, String)> {
     }
     assert!(
         !rows.is_empty(),
-        "the README documents what {account} may do"
+        "{RBAC_PAGE} documents what {account} may do"
     );
     rows
 }

@@ -16,7 +16,7 @@
 //! v1.37; `container_engine_t` in v1.31; probe and lifecycle hosts from
 //! v1.34; the `restricted` procMount check and user-namespace relaxations
 //! from v1.35); versions before v1.25 are evaluated as v1.25, versions after
-//! v1.37 as v1.37 (README, "Known differences of the simulator").
+//! v1.37 as v1.37 (docs/src/testing/simulated-clusters.md).
 //!
 //! Before admission, as kube-apiserver's pod strategy does on create, a
 //! container that sets no AppArmor profile gets the one its deprecated

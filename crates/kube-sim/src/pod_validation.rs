@@ -22,7 +22,7 @@
 //!
 //! Everything else of pod validation (resources, probes, affinity,
 //! tolerations, security-context ranges, volume sources, …) is not checked
-//! (README, "Known differences of the simulator").
+//! (docs/src/testing/simulated-clusters.md, "Known differences").
 
 use std::collections::BTreeSet;
 

@@ -691,8 +691,9 @@ mod tests {
 
     #[test]
     fn reports_upstream_style_reasons() {
-        // Messages of kube-scheduler v1.37 on a real cluster (README,
-        // "Known differences of the simulator" has none for these).
+        // Messages of kube-scheduler v1.37 on a real cluster (the
+        // simulator's known differences, docs/src/testing/simulated-clusters.md,
+        // have none for these).
         let nodes = vec![node("a", 4), node("b", 4), node("c", 4), node("d", 4)];
         assert_eq!(
             pick_node(&req(1, 8), &BTreeMap::new(), &nodes),

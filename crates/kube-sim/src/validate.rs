@@ -8,7 +8,7 @@
 //! `x-kubernetes-validations` (the subset of CEL in `cel`). Not checked:
 //! `pattern`, `minLength`/`maxLength`, `multipleOf`, `uniqueItems`,
 //! `maxProperties` and list-type uniqueness; no CRD of ours uses them
-//! (README, "Known differences"). As upstream, CEL rules run only when no
+//! (docs/src/testing/simulated-clusters.md). As upstream, CEL rules run only when no
 //! "blocking" schema error (wrong type, unsupported value, missing field,
 //! too many items) was found, and transition rules only on update.
 

@@ -1,4 +1,4 @@
-//! The member-side fence, as pure decisions (README, "The fence").
+//! The member-side fence, as pure decisions (docs/src/members/fence.md).
 //!
 //! While the controller reaches a member it renews a Lease there
 //! ([`CONTROLLER_LEASE`], in [`NAMESPACE`]) at every good probe. A fence

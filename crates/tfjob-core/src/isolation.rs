@@ -13,7 +13,7 @@
 //!
 //! The Pod Security checks are kube-apiserver v1.37's PodSecurity admission
 //! at version `latest` (`k8s.io/pod-security-admission/policy`), all of them
-//! (README, "Pod Security"), and a refusal reads as kube-apiserver words it
+//! (docs/src/api/door.md, "Pod Security"), and a refusal reads as kube-apiserver words it
 //! after `violates PodSecurity "<level>:latest": `, so that a job's waiting
 //! reason says what the member would have said.
 

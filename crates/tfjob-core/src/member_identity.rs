@@ -19,8 +19,8 @@
 //!    belongs to home (placements, metrics and statuses name clusters).
 //! 2. One whose credentials now reach another cluster than the recorded one
 //!    is refused, naming both identities (a rotation mistake): its jobs are
-//!    treated as on an unreachable member (see the README, "Member
-//!    identity"), and nothing the other cluster shows counts for them.
+//!    treated as on an unreachable member (see
+//!    docs/src/members/identity.md), and nothing the other cluster shows counts for them.
 //! 3. One whose credentials reach the home cluster is refused.
 //! 4. Of MemberClusters that reach the same cluster, the one created first
 //!    (creationTimestamp, then name) is used and the others are refused,

@@ -3,7 +3,7 @@
 //! straight from the pod's JSON. The spec, the rest of the status and
 //! `managedFields` are skipped, not decoded: the informers of managed pods
 //! hold one per replica for the replica's whole life, and a typed `Pod` is
-//! about ten times the size (README "Benchmark", the heap profile of (d)).
+//! about ten times the size (docs/src/benchmarks/controller.md, the heap profile of (d)).
 
 use std::collections::BTreeMap;
 

@@ -288,7 +288,7 @@ fn check_replica_specs(spec: &TensorFlowTrainingJobSpec, errors: &mut Errors) {
     }
 }
 
-/// The job-size bound (README, "The job-size bound"): replicas over all
+/// The job-size bound (docs/src/api/door.md): replicas over all
 /// types, and template bytes times replicas, what the controller holds and
 /// builds per job.
 fn check_job_size(spec: &TensorFlowTrainingJobSpec, errors: &mut Errors) {

@@ -1,7 +1,7 @@
 //! Who each member is: the MemberSupervisor reads home's identity, asks
 //! `member_identity::standings` for every member's standing, records an
 //! accepted member's identity, and runs a connection's informers only while
-//! its cluster is accepted (see the README, "Member identity").
+//! its cluster is accepted (see docs/src/members/identity.md).
 
 use actix::prelude::*;
 use kube::ResourceExt;

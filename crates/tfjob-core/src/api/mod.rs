@@ -2,17 +2,20 @@
 //!
 //! `crds()` lists every CRD the controller owns; `tfjob-federator crd` prints
 //! them and `deploy/crds/crds.yaml` holds the committed copy (a test fails
-//! when it drifts).
+//! when it drifts). `reference` makes the book's API reference of them, held
+//! and checked the same way.
 
 mod listed;
 mod member;
 pub mod reason;
+mod reference;
 mod rules;
 mod schema;
 mod tfjob;
 
 pub use listed::{ListedJob, Unreadable};
 pub use member::*;
+pub use reference::{REFERENCE_PAGE, reference_markdown};
 pub use rules::{MAX_TEMPLATE_BYTES_TIMES_REPLICAS, MAX_TOTAL_REPLICAS, MAX_WEIGHT};
 pub use tfjob::*;
 

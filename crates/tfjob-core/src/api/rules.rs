@@ -19,7 +19,7 @@ const MAX_NAME: usize = 63;
 /// The most replicas one job may have, over all its replica types: with
 /// [`MAX_TEMPLATE_BYTES_TIMES_REPLICAS`], what keeps one job's share of
 /// the controller's memory (chart limit 1 GiB) to about half of it
-/// (README, "The job-size bound").
+/// (docs/src/api/door.md, "The job-size bound").
 pub const MAX_TOTAL_REPLICAS: i64 = 1024;
 
 /// The most bytes of pod templates one job may ask the controller to build

@@ -331,7 +331,7 @@ pub struct FederationPolicy {
     /// What losing a member cluster re-places: `Job` (the default: the
     /// whole job, under a new placement epoch) or `LostReplicas` (only the
     /// replicas that ran there, when none of them is the chief or a ps;
-    /// README "Partial failover").
+    /// docs/src/placement/failover.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failover: Option<String>,
 }
@@ -393,7 +393,7 @@ pub struct TensorFlowTrainingJobStatus {
     pub placement: Option<PlacementRecord>,
     /// The controller's seal of this status (ours): a status whose seal
     /// does not verify was not written by the controller, and nothing is
-    /// decided from it (see the README, "What the controller trusts").
+    /// decided from it (see docs/src/operations/trust.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seal: Option<String>,
 }
