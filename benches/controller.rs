@@ -16,7 +16,7 @@
 //!   go, or one job every 1/rate seconds; watches on home (jobs) and on every
 //!   cluster (the managed pods) timestamp every event as it arrives.
 //!
-//! Workloads (`BENCH_WORKLOADS=a,b,c,d,e,h`; `b` is `b-pack` and `b-spread`, `h`
+//! Workloads (`BENCH_WORKLOADS=a,b,c,d,e,f,h`; `b` is `b-pack` and `b-spread`, `h`
 //! is `h-plain` and `h-large`):
 //! (a) 1,000 jobs × 4 replicas on home alone, as fast as possible;
 //! (b) 1,000 jobs × 8 replicas (1 GPU each) over home + 3 members, Pack and
@@ -25,13 +25,17 @@
 //! (d) 10,000 jobs × 8 replicas that keep running: memory, idle CPU;
 //! (e) placement: home + 100 members × 50 nodes, 1,000 jobs of 8 GPUs where
 //!     about 600 fit at a time; the rest are placed as jobs end;
+//! (f) a backlog: 2,000 jobs × 8 replicas (d's shape) created while no
+//!     controller runs, then the controller started: time to all Running
+//!     against the ceiling, peak and after-drain RSS against the RSS of the
+//!     same jobs submitted with the controller running (a run of its own);
 //! (h) one job at the size bound validation enforces, its pods kept
 //!     running, with a plain template (`h-plain`) and the largest template
 //!     (`h-large`): the controller's peak memory against the chart's limit.
 //!
 //! Sizes: `BENCH_SCALE` (a factor on every job count and on (c)'s duration),
 //! `BENCH_A_JOBS`, `BENCH_B_JOBS`, `BENCH_C_RATE`, `BENCH_C_SECONDS`,
-//! `BENCH_D_JOBS`, `BENCH_E_JOBS`, `BENCH_H_WORKERS`, `BENCH_H_PS`,
+//! `BENCH_D_JOBS`, `BENCH_E_JOBS`, `BENCH_F_JOBS`, `BENCH_H_WORKERS`, `BENCH_H_PS`,
 //! `BENCH_H_TEMPLATE_BYTES`, `BENCH_E_MEMBERS`, `BENCH_E_NODES`,
 //! `BENCH_IDLE_SECONDS`, `BENCH_CEILING_PODS`, `BENCH_DEADLINE_SECONDS`;
 //! `BENCH_SMOKE=1` makes every workload tiny (CI); `BENCH_CONTROLLER_PREFIX`
@@ -137,6 +141,8 @@ struct Workload {
     idle: bool,
     /// (e): the placement histogram.
     placement: bool,
+    /// (f): the jobs are created before the controller starts.
+    backlog: bool,
     /// Targets of the issue that apply to this workload.
     targets: Targets,
 }
@@ -149,6 +155,8 @@ struct Targets {
     submit_to_pods_p99_ms: Option<f64>,
     pod_to_job_p99_ms: Option<f64>,
     writes_per_job: Option<f64>,
+    /// (f): drain ≥ 0.5 of the ceiling, peak RSS ≤ 1.2 × the steady state.
+    drain: bool,
 }
 
 struct Settings {
@@ -215,7 +223,7 @@ impl Settings {
 
     fn workloads(&self) -> anyhow::Result<Vec<Workload>> {
         let selected: Vec<String> = std::env::var("BENCH_WORKLOADS")
-            .unwrap_or_else(|_| "a,b,c,d,e,h".into())
+            .unwrap_or_else(|_| "a,b,c,d,e,f,h".into())
             .split(',')
             .map(|s| s.trim().to_ascii_lowercase())
             .filter(|s| !s.is_empty())
@@ -223,10 +231,10 @@ impl Settings {
         for key in &selected {
             anyhow::ensure!(
                 [
-                    "a", "b", "b-pack", "b-spread", "c", "d", "e", "h", "h-plain", "h-large"
+                    "a", "b", "b-pack", "b-spread", "c", "d", "e", "f", "h", "h-plain", "h-large"
                 ]
                 .contains(&key.as_str()),
-                "BENCH_WORKLOADS: unknown workload {key:?} (a, b, b-pack, b-spread, c, d, e, h, h-plain, h-large)"
+                "BENCH_WORKLOADS: unknown workload {key:?} (a, b, b-pack, b-spread, c, d, e, f, h, h-plain, h-large)"
             );
         }
         let wanted = |key: &str| {
@@ -260,6 +268,7 @@ impl Settings {
             expect: Expect::Succeeded,
             idle: false,
             placement: false,
+            backlog: false,
             targets: Targets {
                 dispatch_ratio: true,
                 writes_per_job: Some(16.0),
@@ -292,6 +301,7 @@ impl Settings {
                 expect: Expect::Succeeded,
                 idle: false,
                 placement: false,
+                backlog: false,
                 targets: Targets {
                     dispatch_ratio: true,
                     all_pods_created_s: Some(10.0),
@@ -329,6 +339,7 @@ impl Settings {
             expect: Expect::Succeeded,
             idle: false,
             placement: false,
+            backlog: false,
             targets: Targets {
                 submit_to_pods_p99_ms: Some(1_000.0),
                 pod_to_job_p99_ms: Some(500.0),
@@ -338,30 +349,26 @@ impl Settings {
 
         let jobs = self.count("BENCH_D_JOBS", 10_000, 50)?;
         all.push(Workload {
-            key: "d",
-            what: "many live jobs: memory, then idle CPU",
-            members: 3,
-            // Spread: a quarter of the pods per cluster, at most 100 of the
-            // 110 a node holds.
-            nodes: (jobs * 8).div_ceil(4 * 100).max(2),
-            gpus_per_node: 4,
-            jobs,
-            load: Load::AsFastAsPossible,
-            shape: Shape {
-                workers: 7,
-                gpu: false,
-                strategy: Some("Spread"),
-                ps: 0,
-                padding_bytes: 0,
-                run_seconds: 86_400.0,
-            },
-            expect: Expect::Running,
             idle: true,
-            placement: false,
             targets: Targets {
                 dispatch_ratio: true,
                 ..Targets::default()
             },
+            ..live_jobs("d", "many live jobs: memory, then idle CPU", jobs)
+        });
+
+        let jobs = self.count("BENCH_F_JOBS", 2_000, 50)?;
+        all.push(Workload {
+            backlog: true,
+            targets: Targets {
+                drain: true,
+                ..Targets::default()
+            },
+            ..live_jobs(
+                "f",
+                "a backlog: the jobs exist before the controller starts",
+                jobs,
+            )
         });
 
         let jobs = self.count("BENCH_E_JOBS", 1_000, 20)?;
@@ -388,6 +395,7 @@ impl Settings {
             expect: Expect::Succeeded,
             idle: false,
             placement: true,
+            backlog: false,
             targets: Targets::default(),
         });
 
@@ -423,11 +431,41 @@ impl Settings {
                 expect: Expect::Running,
                 idle: false,
                 placement: false,
+                backlog: false,
                 targets: Targets::default(),
             });
         }
 
         Ok(all.into_iter().filter(|w| wanted(w.key)).collect())
+    }
+}
+
+/// `jobs` jobs of 8 cpu-only replicas that keep running, Spread over
+/// home + 3 members (d, f).
+fn live_jobs(key: &'static str, what: &'static str, jobs: usize) -> Workload {
+    Workload {
+        key,
+        what,
+        members: 3,
+        // Spread: a quarter of the pods per cluster, at most 100 of the
+        // 110 a node holds.
+        nodes: (jobs * 8).div_ceil(4 * 100).max(2),
+        gpus_per_node: 4,
+        jobs,
+        load: Load::AsFastAsPossible,
+        shape: Shape {
+            workers: 7,
+            gpu: false,
+            strategy: Some("Spread"),
+            ps: 0,
+            padding_bytes: 0,
+            run_seconds: 86_400.0,
+        },
+        expect: Expect::Running,
+        idle: false,
+        placement: false,
+        backlog: false,
+        targets: Targets::default(),
     }
 }
 
@@ -1326,6 +1364,39 @@ where
     listed
 }
 
+/// Watches the jobs on home and the managed pods on every cluster into
+/// `track`; returns once each has listed.
+async fn watch_jobs_and_pods(
+    dir: &Path,
+    members: usize,
+    track: &Shared,
+) -> anyhow::Result<Watches> {
+    let mut watches = Watches::default();
+    let mut listed = vec![follow(
+        &mut watches,
+        Api::<TensorFlowTrainingJob>::namespaced(client(dir, "home").await?, NAMESPACE),
+        watcher::Config::default(),
+        track.clone(),
+        record_job,
+    )];
+    for cluster in cluster_names(members) {
+        listed.push(follow(
+            &mut watches,
+            Api::<Pod>::all(client(dir, &cluster).await?),
+            watcher::Config::default().labels(MANAGED),
+            track.clone(),
+            record_pod,
+        ));
+    }
+    for ready in listed {
+        tokio::time::timeout(Duration::from_secs(60), ready)
+            .await
+            .context("a bench watch did not list in 60 s")?
+            .context("a bench watch ended before it listed")?;
+    }
+    Ok(watches)
+}
+
 /// Submits the workload's jobs; returns when every create was answered.
 async fn submit(w: &Workload, dir: &Path, track: &Shared) -> anyhow::Result<()> {
     let template = Arc::new(w.job(&job_name(0))?);
@@ -1492,7 +1563,11 @@ async fn run_workload(w: &Workload, settings: &Settings, binary: &Path) -> anyho
         fastrand::u32(..0x100_0000)
     ));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let result = measure(w, settings, binary, &dir).await;
+    let result = if w.backlog {
+        measure_backlog(w, settings, binary, &dir).await
+    } else {
+        measure(w, settings, binary, &dir).await
+    };
     // BENCH_KEEP_LOGS=1 keeps them after a good run too (with RUST_LOG
     // set, the controller's log is the profile of what it did).
     let keep = std::env::var_os("BENCH_KEEP_LOGS").is_some_and(|v| v == "1");
@@ -1517,29 +1592,7 @@ async fn measure(
 
     let track: Shared = Arc::default();
     // Declared after the processes: dropped, so stopped, before them.
-    let mut watches = Watches::default();
-    let mut listed = vec![follow(
-        &mut watches,
-        Api::<TensorFlowTrainingJob>::namespaced(client(dir, "home").await?, NAMESPACE),
-        watcher::Config::default(),
-        track.clone(),
-        record_job,
-    )];
-    for cluster in cluster_names(w.members) {
-        listed.push(follow(
-            &mut watches,
-            Api::<Pod>::all(client(dir, &cluster).await?),
-            watcher::Config::default().labels(MANAGED),
-            track.clone(),
-            record_pod,
-        ));
-    }
-    for ready in listed {
-        tokio::time::timeout(Duration::from_secs(60), ready)
-            .await
-            .context("a bench watch did not list in 60 s")?
-            .context("a bench watch ended before it listed")?;
-    }
+    let _watches = watch_jobs_and_pods(dir, w.members, &track).await?;
 
     let before = Scrape::take(port).await?;
     let controller_cpu = tree_cpu_seconds(controller.pid());
@@ -1787,6 +1840,116 @@ async fn measure(
         );
     }
 
+    Ok(Figures {
+        key: w.key,
+        controller_cpu_per_1000: per_1000(controller_cpu),
+        clusters_cpu_per_1000: per_1000(clusters_cpu),
+    })
+}
+
+/// (f): the jobs submitted with the controller running (its steady RSS
+/// with them live), then on fresh clusters the same jobs created first and
+/// the controller started after: time to all Running against the ground's
+/// ceiling measured on those clusters, peak and after-drain RSS.
+async fn measure_backlog(
+    w: &Workload,
+    settings: &Settings,
+    binary: &Path,
+    dir: &Path,
+) -> anyhow::Result<Figures> {
+    let quiet = Duration::from_secs(if settings.smoke { 1 } else { 5 });
+    let steady = {
+        let dir = dir.join("arriving");
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut ground = start_ground(w, settings, binary, &dir).await?;
+        let (mut controller, port) = start_controller(binary, &dir, settings, w.members).await?;
+        let track: Shared = Arc::default();
+        let _watches = watch_jobs_and_pods(&dir, w.members, &track).await?;
+        let first_submit = Instant::now();
+        submit(w, &dir, &track).await?;
+        let deadline = first_submit + w.deadline(settings);
+        wait_for_jobs(w, &track, &mut controller, &mut ground, deadline).await?;
+        let done_in = first_submit.elapsed();
+        settle(port, &mut controller, quiet).await?;
+        let steady = proc_status_mib(controller.pid(), "VmRSS").unwrap_or(f64::NAN);
+        let peak = proc_status_mib(controller.pid(), "VmHWM").unwrap_or(f64::NAN);
+        println!(
+            "  arriving with the controller running: every job Running {:.2} s after the first submit; controller RSS {steady:.0} MiB with all {} jobs live (peak {peak:.0} MiB)",
+            done_in.as_secs_f64(),
+            w.jobs
+        );
+        steady
+    };
+
+    let mut ground = start_ground(w, settings, binary, dir).await?;
+    let ceiling = ceiling(dir, settings.ceiling_pods).await?;
+    let track: Shared = Arc::default();
+    let _watches = watch_jobs_and_pods(dir, w.members, &track).await?;
+    let submitting = Instant::now();
+    submit(w, dir, &track).await?;
+    println!(
+        "  backlog: {} jobs created in {:.2} s with no controller running",
+        w.jobs,
+        submitting.elapsed().as_secs_f64()
+    );
+    let clusters_cpu = tree_cpu_seconds(ground.pid());
+    let started = Instant::now();
+    let (mut controller, port) = start_controller(binary, dir, settings, w.members).await?;
+    let ready_in = started.elapsed();
+    wait_for_jobs(
+        w,
+        &track,
+        &mut controller,
+        &mut ground,
+        started + w.deadline(settings),
+    )
+    .await?;
+    let drained_in = started.elapsed();
+    let controller_cpu = tree_cpu_seconds(controller.pid());
+    let clusters_cpu = tree_cpu_seconds(ground.pid()) - clusters_cpu;
+    let peak = proc_status_mib(controller.pid(), "VmHWM").unwrap_or(f64::NAN);
+    let pods = w.jobs * w.shape.replicas();
+    let pods_per_s = pods as f64 / drained_in.as_secs_f64();
+    let ratio = pods_per_s / ceiling;
+    let last_pod = {
+        let track = lock(&track);
+        track
+            .jobs
+            .values()
+            .flat_map(|j| j.pods_created.values())
+            .max()
+            .map_or(f64::NAN, |t| ms(*t, started) / 1000.0)
+    };
+    println!(
+        "  drain: controller started → every job Running with every pod up in {:.2} s (ready after {:.2} s, the last pod created after {last_pod:.2} s): {pods} pods, {pods_per_s:.0} pods/s",
+        drained_in.as_secs_f64(),
+        ready_in.as_secs_f64(),
+    );
+    println!(
+        "  drain ratio (pods/s ÷ ceiling): {ratio:.3}{}",
+        if w.targets.drain {
+            against(ratio, Bound::AtLeast(0.5), "")
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "  CPU over the drain: controller {controller_cpu:.2} s, the sim {clusters_cpu:.2} s, in {:.2} s on {} cores",
+        drained_in.as_secs_f64(),
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    settle(port, &mut controller, quiet).await?;
+    let after = proc_status_mib(controller.pid(), "VmRSS").unwrap_or(f64::NAN);
+    let ratio_peak = peak / steady;
+    println!(
+        "  controller RSS: peak during the drain {peak:.0} MiB, after it {after:.0} MiB; steady state with the same jobs arriving {steady:.0} MiB; peak ÷ steady {ratio_peak:.2}{}",
+        if w.targets.drain {
+            against(ratio_peak, Bound::AtMost(1.2), "")
+        } else {
+            String::new()
+        }
+    );
+    let per_1000 = |cpu: f64| cpu / w.jobs as f64 * 1000.0;
     Ok(Figures {
         key: w.key,
         controller_cpu_per_1000: per_1000(controller_cpu),
