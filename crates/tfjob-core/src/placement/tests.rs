@@ -611,10 +611,7 @@ fn pack_keeps_the_room_a_bigger_job_needs() {
     }
 }
 
-fn room_of(c: &ClusterState) -> (i64, i64) {
-    (c.free_total(GPU), c.free_total("cpu"))
-}
-
+/// The rule's own words, apart from the code's `near`.
 fn within_a_tenth(a: i64, b: i64) -> bool {
     (a - b).abs() * 10 <= a.max(b)
 }
@@ -641,7 +638,7 @@ proptest::proptest! {
             .filter(|c| pack_onto(&c.nodes, &all).is_ok())
             .collect();
         let whole = Policy { allow_split: false, ..Policy::default() };
-        let Some(best) = fitting.iter().map(|c| room_of(c)).min() else {
+        let Some(best) = fitting.iter().map(|c| room(c)).min() else {
             proptest::prop_assert!(place(&demands, &clusters, &whole).is_err());
             return Ok(());
         };
@@ -650,16 +647,16 @@ proptest::proptest! {
         proptest::prop_assert_eq!(on.len(), 1);
         let chosen = clusters.iter().find(|c| on.contains_key(&c.name)).expect("a cluster");
         proptest::prop_assert!(fitting.iter().any(|c| c.name == chosen.name));
-        let near = |c: &ClusterState| {
-            let room = room_of(c);
-            within_a_tenth(room.0, best.0) && within_a_tenth(room.1, best.1)
+        let near_best = |c: &ClusterState| {
+            let r = room(c);
+            within_a_tenth(r.0, best.0) && within_a_tenth(r.1, best.1)
         };
-        proptest::prop_assert!(near(chosen), "{:?} chosen, best fit {:?}", room_of(chosen), best);
+        proptest::prop_assert!(near_best(chosen), "{:?} chosen, best fit {:?}", room(chosen), best);
         for c in &fitting {
             proptest::prop_assert!(
-                !(near(c) && room_of(c) > room_of(chosen)),
+                !(near_best(c) && room(c) > room(chosen)),
                 "{} ({:?}) is near the best fit {:?} and roomier than {} ({:?})",
-                c.name, room_of(c), best, chosen.name, room_of(chosen)
+                c.name, room(c), best, chosen.name, room(chosen)
             );
         }
     }
