@@ -34,7 +34,7 @@
 //!     (`h-large`): the controller's peak memory against the chart's limit.
 //!
 //! Sizes: `BENCH_SCALE` (a factor on every job count and on (c)'s duration),
-//! `BENCH_A_JOBS`, `BENCH_B_JOBS`, `BENCH_C_RATE`, `BENCH_C_SECONDS`,
+//! `BENCH_A_JOBS`, `BENCH_B_JOBS`, `BENCH_B_MEMBERS` (3), `BENCH_C_RATE`, `BENCH_C_SECONDS`,
 //! `BENCH_D_JOBS`, `BENCH_E_JOBS`, `BENCH_F_JOBS`, `BENCH_H_WORKERS`, `BENCH_H_PS`,
 //! `BENCH_H_TEMPLATE_BYTES`, `BENCH_E_MEMBERS`, `BENCH_E_NODES`,
 //! `BENCH_IDLE_SECONDS`, `BENCH_CEILING_PODS`, `BENCH_DEADLINE_SECONDS`;
@@ -43,7 +43,7 @@
 //! non-zero when a job does not reach its expected phase in time, a
 //! submission fails, or the controller or the clusters die.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::str::FromStr;
@@ -277,6 +277,7 @@ impl Settings {
         });
 
         let jobs = self.count("BENCH_B_JOBS", 1_000, 10)?;
+        let members = env_parse("BENCH_B_MEMBERS")?.unwrap_or(3);
         for strategy in ["Pack", "Spread"] {
             all.push(Workload {
                 key: if strategy == "Pack" {
@@ -285,8 +286,8 @@ impl Settings {
                     "b-spread"
                 },
                 what: "federated, as fast as possible, room for every job at once",
-                members: 3,
-                nodes: gpu_nodes(jobs * 8, 4),
+                members,
+                nodes: gpu_nodes(jobs * 8, members + 1),
                 gpus_per_node: GPUS_PER_NODE,
                 jobs,
                 load: Load::AsFastAsPossible,
@@ -1143,6 +1144,36 @@ impl Scrape {
 /// every live descendant: the controller, the `sim` process, or the
 /// real-clusters launcher with its API servers, etcd and the rest.
 fn tree_cpu_seconds(root: u32) -> f64 {
+    let ticks: u64 = process_tree(root).iter().map(|(_, ticks)| ticks).sum();
+    ticks as f64 / clock_ticks_per_second()
+}
+
+/// CPU seconds of each kube-apiserver under the real-clusters launcher
+/// `root`, by the cluster its `--etcd-prefix=/<cluster>` names (none on
+/// the simulator, one process for every cluster).
+fn apiserver_cpu_seconds(root: u32) -> BTreeMap<String, f64> {
+    process_tree(root)
+        .into_iter()
+        .filter_map(|(pid, ticks)| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let args: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            if !args.first()?.ends_with("kube-apiserver") {
+                return None;
+            }
+            let cluster = args
+                .iter()
+                .find_map(|a| a.strip_prefix("--etcd-prefix=/"))?;
+            Some((cluster.to_string(), ticks as f64 / clock_ticks_per_second()))
+        })
+        .collect()
+}
+
+/// `root` and every live descendant: pid and CPU ticks (utime + stime,
+/// and those of reaped children).
+fn process_tree(root: u32) -> Vec<(u32, u64)> {
     let mut parents: Vec<(u32, u32, u64)> = Vec::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for entry in entries.flatten() {
@@ -1178,12 +1209,33 @@ fn tree_cpu_seconds(root: u32) -> f64 {
         tree.extend(parents.iter().filter(|p| p.1 == parent).map(|p| p.0));
         i += 1;
     }
-    let ticks: u64 = parents
+    parents
         .iter()
         .filter(|p| tree.contains(&p.0))
-        .map(|p| p.2)
-        .sum();
-    ticks as f64 / clock_ticks_per_second()
+        .map(|p| (p.0, p.2))
+        .collect()
+}
+
+/// One line of a per-cluster figure (pods, an API server's CPU) with the
+/// busiest member's share of the members' total, against the bound
+/// (no member's API server carries more than 60 % of a burst).
+fn print_member_share(what: &str, values: &BTreeMap<String, f64>, unit: &str, decimals: usize) {
+    let each: Vec<String> = values
+        .iter()
+        .map(|(cluster, v)| format!("{cluster} {v:.decimals$}{unit}"))
+        .collect();
+    let members: Vec<f64> = values
+        .iter()
+        .filter(|(cluster, _)| cluster.starts_with("member-"))
+        .map(|(_, v)| *v)
+        .collect();
+    let total: f64 = members.iter().sum();
+    let busiest = 100.0 * members.iter().copied().fold(0.0, f64::max) / total.max(1e-9);
+    println!(
+        "  {what} by cluster: {}; the busiest member's share of the members': {busiest:.0} %{}",
+        each.join(", "),
+        against(busiest, Bound::AtMost(60.0), " %")
+    );
 }
 
 /// CPU seconds (utime + stime) of this process alone: the load generator
@@ -1250,6 +1302,8 @@ struct JobTrack {
 #[derive(Default)]
 struct Track {
     jobs: HashMap<String, JobTrack>,
+    /// The managed pods each cluster's watch saw, by name.
+    pods_by_cluster: BTreeMap<String, HashSet<String>>,
     watch_errors: usize,
     /// Re-lists after the first: events may have been missed.
     relists: usize,
@@ -1290,7 +1344,7 @@ fn record_job(track: &Shared, job: TensorFlowTrainingJob, now: Instant) {
     }
 }
 
-fn record_pod(track: &Shared, pod: Pod, now: Instant) {
+fn record_pod(track: &Shared, cluster: &str, pod: Pod, now: Instant) {
     let (Some(name), Some(job)) = (
         pod.metadata.name,
         pod.metadata
@@ -1306,6 +1360,11 @@ fn record_pod(track: &Shared, pod: Pod, now: Instant) {
         Some("Running" | "Succeeded" | "Failed")
     );
     let mut track = lock(track);
+    track
+        .pods_by_cluster
+        .entry(cluster.to_string())
+        .or_default()
+        .insert(name.clone());
     let seen = track.jobs.entry(job).or_default();
     seen.pods_created.entry(name.clone()).or_insert(now);
     if up {
@@ -1332,7 +1391,7 @@ fn follow<K>(
     api: Api<K>,
     config: watcher::Config,
     track: Shared,
-    record: fn(&Shared, K, Instant),
+    record: impl Fn(&Shared, K, Instant) + Send + 'static,
 ) -> tokio::sync::oneshot::Receiver<()>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
@@ -1385,7 +1444,7 @@ async fn watch_jobs_and_pods(
             Api::<Pod>::all(client(dir, &cluster).await?),
             watcher::Config::default().labels(MANAGED),
             track.clone(),
-            record_pod,
+            move |track, pod, now| record_pod(track, &cluster, pod, now),
         ));
     }
     for ready in listed {
@@ -1597,6 +1656,7 @@ async fn measure(
     let before = Scrape::take(port).await?;
     let controller_cpu = tree_cpu_seconds(controller.pid());
     let clusters_cpu = tree_cpu_seconds(ground.pid());
+    let apiservers_cpu = apiserver_cpu_seconds(ground.pid());
     let bench_cpu = own_cpu_seconds();
     let first_submit = Instant::now();
     let deadline = first_submit + w.deadline(settings);
@@ -1610,6 +1670,13 @@ async fn measure(
     let after = settle(port, &mut controller, quiet).await?;
     let controller_cpu = tree_cpu_seconds(controller.pid()) - controller_cpu;
     let clusters_cpu = tree_cpu_seconds(ground.pid()) - clusters_cpu;
+    let apiservers_cpu: BTreeMap<String, f64> = apiserver_cpu_seconds(ground.pid())
+        .into_iter()
+        .map(|(cluster, cpu)| {
+            let before = apiservers_cpu.get(&cluster).copied().unwrap_or_default();
+            (cluster, cpu - before)
+        })
+        .collect();
     let bench_cpu = own_cpu_seconds() - bench_cpu;
 
     let jobs = w.jobs as f64;
@@ -1703,6 +1770,17 @@ async fn measure(
             w.jobs,
             w.targets.pod_to_job_p99_ms,
         );
+        if w.members > 1 {
+            let pods = track_now
+                .pods_by_cluster
+                .iter()
+                .map(|(cluster, names)| (cluster.clone(), names.len() as f64))
+                .collect();
+            print_member_share("pods", &pods, "", 0);
+            if !apiservers_cpu.is_empty() {
+                print_member_share("API servers' CPU", &apiservers_cpu, " s", 2);
+            }
+        }
         if track_now.relists > 0 || track_now.watch_errors > 0 {
             println!(
                 "  note: the bench's watches re-listed {} times and failed {} times: events may have been missed",

@@ -8,7 +8,9 @@
 //! - Capacity is checked per node (first fit, largest replicas first), so a
 //!   replica is only placed where some node can hold it.
 //! - Strategies: `Pack` uses the fewest clusters — one if any fits the whole
-//!   job (best fit: least GPU, then cpu, left over), else the roomiest first —
+//!   job (best fit: least GPU, then cpu, left over; among clusters whose
+//!   room is within a tenth of the best fit's, the roomiest, so that a
+//!   burst is spread: see `whole_job_cluster`), else the roomiest first —
 //!   and moves a ps next to workers when there is room; `Spread` deals each
 //!   replica type round-robin over the eligible clusters (over the roomiest
 //!   of them, as many as can take a share, when some are full); `Weighted` splits
@@ -337,38 +339,14 @@ pub fn place(
     let mut reasons = BTreeMap::new();
     let candidates = eligible(clusters, policy, &mut reasons);
     let all: Vec<&Demand> = demands.iter().collect();
-    // Best fit: the cluster that fits the job with the least left over.
-    // What is left is the cluster's free total minus the job's, so the
-    // clusters are tried from the least free up (ties in the candidates'
-    // order) and the first that fits is the best: one try per decision
-    // when the least free cluster fits, not one per cluster.
-    // Clusters with fewer GPUs free than the job needs in all are not
-    // tried; their reasons are worked out only if no cluster fits.
     let single = |reasons: &mut BTreeMap<String, String>| -> Option<Assignment> {
-        let mut least_free_first: Vec<(i64, i64, &ClusterState)> = candidates
-            .iter()
-            .map(|c| (c.free_total(GPU), c.free_total("cpu"), *c))
-            .collect();
-        least_free_first.sort_by_key(|(gpu, cpu, _)| (*gpu, *cpu));
-        let needed: i64 = demands
-            .iter()
-            .map(|d| d.requests.get(GPU).copied().unwrap_or(0))
-            .sum();
-        let short = least_free_first.partition_point(|(gpu, _, _)| *gpu < needed);
-        for (_, _, c) in &least_free_first[short..] {
-            match pack_onto(&c.nodes, &all) {
-                Ok(_) => return Some(demands.iter().map(|d| (d.key, c.name.clone())).collect()),
-                Err(why) => {
-                    reasons.insert(c.name.clone(), why);
-                }
-            }
-        }
-        for (_, _, c) in &least_free_first[..short] {
-            if let Err(why) = pack_onto(&c.nodes, &all) {
-                reasons.insert(c.name.clone(), why);
-            }
-        }
-        None
+        let cluster = whole_job_cluster(&candidates, demands, &all, reasons)?;
+        Some(
+            demands
+                .iter()
+                .map(|d| (d.key, cluster.name.clone()))
+                .collect(),
+        )
     };
     let placed = match (policy.strategy, policy.allow_split) {
         (_, false) | (FederationStrategy::Pack, true) => single(&mut reasons).or_else(|| {
@@ -428,6 +406,95 @@ pub fn place(
     })
 }
 
+/// Clusters whose free room differs by at most 1/`NEAR_FIT_DIVISOR` of
+/// the roomier one's, GPUs and cpu alike, fit a whole job equally well.
+const NEAR_FIT_DIVISOR: i64 = 10;
+
+/// Free GPUs and cpu in total: the room Pack compares.
+fn room(c: &ClusterState) -> (i64, i64) {
+    (c.free_total(GPU), c.free_total("cpu"))
+}
+
+fn near(a: i64, b: i64) -> bool {
+    (a - b).abs().saturating_mul(NEAR_FIT_DIVISOR) <= a.max(b)
+}
+
+/// The cluster Pack puts a whole job on, or none (each cluster tried
+/// gets its reason).
+///
+/// Best fit first: the cluster that fits the job with the least left over.
+/// What is left is the cluster's free total minus the job's, so the
+/// clusters are tried from the least free up and the first that fits is
+/// the best: one try per decision when the least free cluster fits, not
+/// one per cluster. Clusters with fewer GPUs free than the job needs in
+/// all are not tried; their reasons are worked out only if no cluster fits.
+///
+/// Then the spread of a burst: clusters whose room is near the best fit's
+/// (within a tenth of the roomier one's, in GPUs and in cpu) fit the job
+/// equally well, and the job goes to the roomiest of them that fits
+/// (ties in the candidates' order). Room counts this controller's pods
+/// not yet bound and the holds of jobs placed whose pods do not show yet,
+/// so a burst of equal jobs on equal clusters alternates between them
+/// and no one member's API server and scheduler take it all. Best fit
+/// still decides when it matters: a job that fits one cluster goes there;
+/// a cluster with more than a tenth more room than the best fit keeps it
+/// for a bigger job (a 4-GPU job fills the cluster with 4 free, not the
+/// one with 8; a job needing no GPU goes where the fewest GPUs are free);
+/// and once jobs are bigger than a tenth of the clusters' room — small
+/// clusters, big jobs, or the end of a burst — they pack one cluster and
+/// leave the other's room whole.
+fn whole_job_cluster<'a>(
+    candidates: &[&'a ClusterState],
+    demands: &[Demand],
+    all: &[&Demand],
+    reasons: &mut BTreeMap<String, String>,
+) -> Option<&'a ClusterState> {
+    let mut least_free_first: Vec<((i64, i64), &ClusterState)> =
+        candidates.iter().map(|c| (room(c), *c)).collect();
+    least_free_first.sort_by_key(|(room, _)| *room);
+    let needed: i64 = demands
+        .iter()
+        .map(|d| d.requests.get(GPU).copied().unwrap_or(0))
+        .sum();
+    let short = least_free_first.partition_point(|((gpu, _), _)| *gpu < needed);
+    let mut best = None;
+    for (i, (_, c)) in least_free_first.iter().enumerate().skip(short) {
+        match pack_onto(&c.nodes, all) {
+            Ok(_) => {
+                best = Some(i);
+                break;
+            }
+            Err(why) => {
+                reasons.insert(c.name.clone(), why);
+            }
+        }
+    }
+    let Some(best) = best else {
+        for (_, c) in &least_free_first[..short] {
+            if let Err(why) = pack_onto(&c.nodes, all) {
+                reasons.insert(c.name.clone(), why);
+            }
+        }
+        return None;
+    };
+    let (best_room, best_cluster) = least_free_first[best];
+    // Roomier clusters in GPUs stay near only up to a bound: the order
+    // is by GPUs first, and a gap in GPUs only widens along it.
+    let mut equally_good: Vec<((i64, i64), &ClusterState)> = least_free_first[best + 1..]
+        .iter()
+        .take_while(|((gpu, _), _)| near(*gpu, best_room.0))
+        .filter(|((_, cpu), _)| near(*cpu, best_room.1))
+        .copied()
+        .collect();
+    equally_good.sort_by_key(|(room, _)| std::cmp::Reverse(*room));
+    let roomier = equally_good
+        .into_iter()
+        .take_while(|(room, _)| *room > best_room)
+        .find(|(_, c)| pack_onto(&c.nodes, all).is_ok())
+        .map(|(_, c)| c);
+    Some(roomier.unwrap_or(best_cluster))
+}
+
 /// Why each cluster the assignment does not use was passed over.
 pub fn passed_over(
     demands: &[Demand],
@@ -444,7 +511,9 @@ pub fn passed_over(
         }
         let reason = match pack_onto(&c.nodes, &all) {
             Err(why) => why,
-            Ok(_) => "could hold the job, but the chosen placement fits better".to_string(),
+            Ok(_) => {
+                "could hold the job, but the chosen placement fits it better or as well".to_string()
+            }
         };
         reasons.insert(c.name.clone(), reason);
     }

@@ -481,3 +481,183 @@ fn replica_by_replica_failover_needs_members_with_stable_addresses() {
     // A job that fails over whole takes any member.
     assert!(place(&job(2, 1, 1), &clusters[..1], &Policy::default()).is_ok());
 }
+
+/// Places `jobs` equal jobs one after another, each against the capacity
+/// the ones before it hold (as a placement pass charges them): the jobs
+/// each cluster took, in name order.
+fn burst(clusters: &[ClusterState], jobs: usize, demands: &[Demand]) -> BTreeMap<String, usize> {
+    let mut ledger = Ledger::default();
+    let mut taken = BTreeMap::new();
+    for n in 0..jobs {
+        let a = place(demands, &ledger.apply(clusters), &Policy::default())
+            .unwrap_or_else(|e| panic!("job {n} of {jobs}: {e}"));
+        let on = per_cluster(&a);
+        assert_eq!(on.len(), 1, "job {n} is placed whole: {on:?}");
+        for cluster in on.keys() {
+            *taken.entry(cluster.clone()).or_default() += 1;
+        }
+        ledger.reserve(&format!("job-{n}"), demands, &a);
+    }
+    taken
+}
+
+#[test]
+fn pack_spreads_a_burst_of_equal_jobs_over_equal_clusters() {
+    // 8 replicas of 1 GPU + 1 cpu; clusters of 16 nodes × 32 GPUs (512):
+    // every job is far below a tenth of a cluster's room.
+    let member = |name: &str| cluster(name, 16, 32);
+    let cases: [(&[&str], usize, &[usize]); 5] = [
+        (&["member-1", "member-2"], 1, &[1, 0]),
+        (&["member-1", "member-2"], 2, &[1, 1]),
+        (&["member-1", "member-2"], 7, &[4, 3]),
+        (&["member-1", "member-2"], 100, &[50, 50]),
+        (&["home", "member-1", "member-2"], 100, &[34, 33, 33]),
+    ];
+    for (names, jobs, expected) in cases {
+        let clusters: Vec<ClusterState> = names.iter().map(|n| member(n)).collect();
+        let taken = burst(&clusters, jobs, &job(7, 0, 1));
+        let shares: Vec<usize> = names
+            .iter()
+            .map(|n| taken.get(*n).copied().unwrap_or(0))
+            .collect();
+        assert_eq!(shares, expected, "{jobs} jobs over {names:?}");
+    }
+}
+
+#[test]
+fn pack_sends_a_job_that_fits_one_cluster_there() {
+    // A 16-GPU job: member-1 has as much room (16 GPUs) but on nodes of 2,
+    // none of which holds a 4-GPU replica; member-2 fits it exactly;
+    // member-3 is roomier but not Ready.
+    let mut down = cluster("member-3", 8, 8);
+    down.ready = false;
+    let clusters = vec![cluster("member-1", 8, 2), cluster("member-2", 4, 4), down];
+    let a = place(&job(3, 0, 4), &clusters, &Policy::default()).expect("member-2 fits");
+    assert_eq!(per_cluster(&a), BTreeMap::from([("member-2".into(), 4)]));
+}
+
+/// What best fit keeps whole, case by case: the cluster with more room
+/// than a tenth beyond the best fit's, for a bigger job that follows.
+#[test]
+fn pack_keeps_the_room_a_bigger_job_needs() {
+    struct Case {
+        what: &'static str,
+        clusters: Vec<ClusterState>,
+        small: Vec<Demand>,
+        smalls: usize,
+        /// Where every small job goes.
+        goes_to: &'static str,
+        /// Fits whole afterwards, nowhere split.
+        big: Vec<Demand>,
+    }
+    let no_gpu = |name: &str, nodes: usize| cluster(name, nodes, 0);
+    let cases = vec![
+        Case {
+            what: "a 4-GPU job fills the cluster with 4 free, not half the one with 8",
+            clusters: vec![cluster("member-1", 2, 4), cluster("member-2", 1, 4)],
+            small: job(3, 0, 1),
+            smalls: 1,
+            goes_to: "member-2",
+            big: job(7, 0, 1),
+        },
+        Case {
+            what: "1-GPU jobs on two equal 8-GPU clusters: each is an eighth of one, so they pack",
+            clusters: vec![cluster("member-1", 2, 4), cluster("member-2", 2, 4)],
+            small: job(0, 0, 1),
+            smalls: 8,
+            goes_to: "member-1",
+            big: job(7, 0, 1),
+        },
+        Case {
+            what: "a job without GPUs goes where the fewest GPUs are free",
+            clusters: vec![cluster("member-1", 4, 4), no_gpu("member-2", 4)],
+            small: job(3, 0, 0),
+            smalls: 20,
+            goes_to: "member-2",
+            big: job(15, 0, 1),
+        },
+        Case {
+            what: "unequal cpu: cpu jobs fill the tighter cluster, the roomier stays whole",
+            clusters: vec![no_gpu("member-1", 4), no_gpu("member-2", 2)],
+            small: job(7, 0, 0),
+            smalls: 7,
+            goes_to: "member-2",
+            big: job(127, 0, 0),
+        },
+    ];
+    let whole = Policy {
+        allow_split: false,
+        ..Policy::default()
+    };
+    for case in cases {
+        let mut ledger = Ledger::default();
+        for n in 0..case.smalls {
+            let a = place(
+                &case.small,
+                &ledger.apply(&case.clusters),
+                &Policy::default(),
+            )
+            .unwrap_or_else(|e| panic!("{}: small job {n}: {e}", case.what));
+            assert!(
+                a.values().all(|c| c == case.goes_to),
+                "{}: small job {n} went to {:?}",
+                case.what,
+                per_cluster(&a)
+            );
+            ledger.reserve(&format!("small-{n}"), &case.small, &a);
+        }
+        place(&case.big, &ledger.apply(&case.clusters), &whole)
+            .unwrap_or_else(|e| panic!("{}: the big job fits no more: {e}", case.what));
+    }
+}
+
+/// The rule's own words, apart from the code's `near`.
+fn within_a_tenth(a: i64, b: i64) -> bool {
+    (a - b).abs() * 10 <= a.max(b)
+}
+
+proptest::proptest! {
+    /// Pack's whole-job choice fits the job; it is the best fit or a
+    /// cluster whose room is within a tenth of the best fit's; and no
+    /// cluster so near is roomier than the one chosen.
+    #[test]
+    fn pack_chooses_a_near_best_fit_and_the_roomiest_of_them(
+        shapes in proptest::collection::vec((1usize..6, 0i64..9), 1..6),
+        workers in 0i32..8,
+        gpus in 0i64..3,
+    ) {
+        let clusters: Vec<ClusterState> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, (nodes, gpus_per_node))| cluster(&format!("m-{i}"), *nodes, *gpus_per_node))
+            .collect();
+        let demands = job(workers, 0, gpus);
+        let all: Vec<&Demand> = demands.iter().collect();
+        let fitting: Vec<&ClusterState> = clusters
+            .iter()
+            .filter(|c| pack_onto(&c.nodes, &all).is_ok())
+            .collect();
+        let whole = Policy { allow_split: false, ..Policy::default() };
+        let Some(best) = fitting.iter().map(|c| room(c)).min() else {
+            proptest::prop_assert!(place(&demands, &clusters, &whole).is_err());
+            return Ok(());
+        };
+        let a = place(&demands, &clusters, &whole).expect("some cluster fits");
+        let on = per_cluster(&a);
+        proptest::prop_assert_eq!(on.len(), 1);
+        let chosen = clusters.iter().find(|c| on.contains_key(&c.name)).expect("a cluster");
+        proptest::prop_assert!(fitting.iter().any(|c| c.name == chosen.name));
+        let near_best = |c: &ClusterState| {
+            let r = room(c);
+            within_a_tenth(r.0, best.0) && within_a_tenth(r.1, best.1)
+        };
+        proptest::prop_assert!(near_best(chosen), "{:?} chosen, best fit {:?}", room(chosen), best);
+        for c in &fitting {
+            proptest::prop_assert!(
+                !(near_best(c) && room(c) > room(chosen)),
+                "{} ({:?}) is near the best fit {:?} and roomier than {} ({:?})",
+                c.name, room(c), best, chosen.name, room(chosen)
+            );
+        }
+    }
+}
