@@ -348,9 +348,9 @@ impl Fencer {
 
     /// Deletes every stoppable pod, [`DELETES_IN_FLIGHT`] at a time: the
     /// controller places these replicas elsewhere `clusterLostTimeoutMs -
-    /// fenceAfterMs` after the fence began (2 s in the chaos run), so one
-    /// delete after another would leave the last of a busy member's pods
-    /// running past that (30 pods took 5.8 s on a loaded machine).
+    /// fenceAfterMs` after the fence began (seconds), so one delete after
+    /// another would leave the last of a busy member's pods running past
+    /// that (30 pods took 5.8 s on a loaded machine).
     async fn stop_all(&self) {
         futures::stream::iter(self.stoppable())
             .for_each_concurrent(DELETES_IN_FLIGHT, |(pod, grace)| async move {
