@@ -68,8 +68,48 @@ async fn tf_federation_with(settings: &str) -> Federation {
     f
 }
 
+/// On a panic while it lives, prints the end of every log of the job's
+/// pods on every cluster, the previous attempt's too: what TensorFlow said
+/// when the job did not succeed.
+struct PrintLogsOnPanic<'a> {
+    f: &'a Federation,
+    job: &'a str,
+}
+
+impl Drop for PrintLogsOnPanic<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let selector = format!("federation.tfjob.io/job-name={}", self.job);
+        for cluster in self.f.clients.keys() {
+            for previous in ["--previous=false", "--previous=true"] {
+                let output = std::process::Command::new(common::kubectl::kubectl_binary())
+                    .arg("--kubeconfig")
+                    .arg(self.f.kubeconfig(cluster))
+                    .args(["logs", "-n", &self.f.namespace, "-l", &selector])
+                    .args(["--prefix", "--tail=40", "--max-log-requests=20", previous])
+                    .output();
+                let text = match &output {
+                    Ok(o) => format!(
+                        "{}{}",
+                        String::from_utf8_lossy(&o.stdout),
+                        String::from_utf8_lossy(&o.stderr)
+                    ),
+                    Err(e) => format!("kubectl did not run: {e}"),
+                };
+                eprintln!(
+                    "--- {}'s pod logs on {cluster} ({previous}) ---\n{text}",
+                    self.job
+                );
+            }
+        }
+    }
+}
+
 /// Waits until the job ends (Succeeded or Failed) and asserts Succeeded.
 async fn succeeded(f: &Federation, name: &str, limit: Duration) -> Value {
+    let _logs = PrintLogsOnPanic { f, job: name };
     let done = f
         .wait_job(name, "an end (Succeeded or Failed)", limit, |j| {
             matches!(phase_of(j), "Succeeded" | "Failed")
