@@ -81,7 +81,7 @@ impl Drop for PrintLogsOnPanic<'_> {
         if !std::thread::panicking() {
             return;
         }
-        let selector = format!("federation.tfjob.io/job-name={}", self.job);
+        let selector = format!("{}={}", tfjob_core::builders::JOB_NAME_LABEL, self.job);
         for cluster in self.f.clients.keys() {
             for previous in ["--previous=false", "--previous=true"] {
                 let output = std::process::Command::new(common::kubectl::kubectl_binary())
