@@ -1089,15 +1089,25 @@ impl Scrape {
         kinds
     }
 
+    /// Every API request (reads and watches too), by "verb resource code".
+    fn requests(&self) -> BTreeMap<String, f64> {
+        self.requests_where(|_, _| true)
+    }
+
     /// API writes answered with an error, by "verb resource code".
     fn write_errors(&self) -> BTreeMap<String, f64> {
-        let mut errors = BTreeMap::new();
+        self.requests_where(|verb, code| {
+            ["create", "update", "patch", "delete"].contains(&verb) && !code.starts_with('2')
+        })
+    }
+
+    /// The API requests whose verb and code `keep` keeps, by "verb resource code".
+    fn requests_where(&self, keep: impl Fn(&str, &str) -> bool) -> BTreeMap<String, f64> {
+        let mut requests = BTreeMap::new();
         for (labels, value) in self.series("tfjob_federator_api_requests_total") {
             let get = |key: &str| labels.get(key).map_or("", String::as_str);
-            if ["create", "update", "patch", "delete"].contains(&get("verb"))
-                && !get("code").starts_with('2')
-            {
-                *errors
+            if keep(get("verb"), get("code")) {
+                *requests
                     .entry(format!(
                         "{} {} {}",
                         get("verb"),
@@ -1107,7 +1117,7 @@ impl Scrape {
                     .or_default() += value;
             }
         }
-        errors
+        requests
     }
 
     /// Cumulative buckets (upper bound, count) of a histogram, ascending.
@@ -2016,7 +2026,17 @@ async fn measure_backlog(
         drained_in.as_secs_f64(),
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    settle(port, &mut controller, quiet).await?;
+    // What the drain asked of the API servers, per job (its last status
+    // writes included): the profile of where its time could go.
+    let requests = settle(port, &mut controller, quiet).await?.requests();
+    let per_job: Vec<String> = requests
+        .iter()
+        .map(|(kind, n)| format!("{kind}: {:.2}", n / w.jobs as f64))
+        .collect();
+    println!(
+        "  requests per job by verb, resource and code: {}",
+        per_job.join(", ")
+    );
     let after = proc_status_mib(controller.pid(), "VmRSS").unwrap_or(f64::NAN);
     let ratio_peak = peak / steady;
     println!(

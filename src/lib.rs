@@ -18,5 +18,6 @@ pub mod telemetry;
 
 pub use tfjob_core::{
     api, builders, capacity, fence, isolation, lifecycle, member_health, member_identity, observed,
-    placement, quantity, record, shown_error, signing, status, sweep, validation, what_if,
+    placement, quantity, record, shown_error, signing, start_gate, status, sweep, validation,
+    what_if,
 };

@@ -230,10 +230,9 @@ async fn a_secret_pointed_at_another_cluster_refuses_the_member_and_keeps_its_jo
         Some(first.as_str()),
         "the identity recorded when member-1 was first connected stays"
     );
-    let (ready, _, _) = ready_condition(&members, "member-2")
-        .await
-        .expect("member-2 has a Ready condition");
-    assert_eq!(ready, "True", "member-2 keeps working");
+    // Ready again within a probe or two (one slower than its timeout, on a
+    // loaded machine, shows it unready for a moment).
+    wait_ready(&members, "member-2", "True").await;
 
     store_kubeconfig(&f, "member-1", &original).await;
     wait_ready(&members, "member-1", "True").await;
@@ -286,10 +285,9 @@ async fn members_named_like_home_or_reaching_home_are_refused(ground: Ground) {
         );
     }
     // member-1, whose credentials the MemberCluster "home" holds, works on.
-    let (ready, _, _) = ready_condition(&f.members(), "member-1")
-        .await
-        .expect("member-1 has a Ready condition");
-    assert_eq!(ready, "True");
+    // Ready again within a probe or two (one slower than its timeout, on a
+    // loaded machine, shows it unready for a moment).
+    wait_ready(&f.members(), "member-1", "True").await;
     remove_extras(&f, &["home", "home-again"], &["home-again"]).await;
 }
 
@@ -304,10 +302,9 @@ async fn a_second_member_cluster_for_one_cluster_is_refused_and_counted_once(gro
     register_extra(&f, "member-1-copy", "member-1-copy", Some(&kubeconfig.0)).await;
     let (reason, message) = wait_refused(&f, "member-1-copy", &["member-1", &uid]).await;
     assert_eq!(reason, "DuplicateCluster", "{message}");
-    let (ready, _, _) = ready_condition(&f.members(), "member-1")
-        .await
-        .expect("member-1 has a Ready condition");
-    assert_eq!(ready, "True", "the first registration keeps working");
+    // Ready again within a probe or two (one slower than its timeout, on a
+    // loaded machine, shows it unready for a moment).
+    wait_ready(&f.members(), "member-1", "True").await;
 
     // Two workers of 4 GPUs on "two" clusters that are one of 4 GPUs.
     f.submit(pinned_job(

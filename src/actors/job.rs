@@ -141,7 +141,22 @@ pub struct JobActor {
     finalizer_removal_failed: bool,
     /// This actor and its job's stored phase, in the metrics.
     census: JobCensus,
+    /// Where to say the job has started, while it holds a share of the
+    /// JobManager's start gate (`start_gate`).
+    start_gate: Option<Recipient<DoneStarting>>,
 }
+
+/// A job that held a share of the start gate has started (every replica has
+/// its pod, or it waits, or it ended, or `START_GATE_TIMEOUT` passed), or
+/// its actor stopped: its share goes to the next queued job.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct DoneStarting(pub String);
+
+/// A job holds its share of the start gate at most this long: a job whose
+/// creates keep failing (a cluster that does not answer) must not hold the
+/// gate for the others.
+const START_GATE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl JobActor {
     pub fn new(
@@ -149,6 +164,7 @@ impl JobActor {
         placer: Addr<MemberSupervisor>,
         tensorboards: Recipient<WatchTensorBoards>,
         job: Arc<TensorFlowTrainingJob>,
+        start_gate: Option<Recipient<DoneStarting>>,
     ) -> JobActor {
         let machine = believed_machine(&shared.signer, &job);
         JobActor {
@@ -173,6 +189,19 @@ impl JobActor {
             used: BTreeMap::new(),
             deadline: None,
             finalizer_removal_failed: false,
+            start_gate,
+        }
+    }
+
+    /// Gives the job's share of the start gate back (once).
+    fn leave_start_gate(&mut self) {
+        if let Some(gate) = self.start_gate.take() {
+            super::tell(
+                &gate,
+                DoneStarting(self.uid()),
+                &self.shared.metrics,
+                ActorKind::JobManager,
+            );
         }
     }
 
@@ -266,6 +295,9 @@ impl JobActor {
             self.flush(ctx);
         } else {
             self.schedule_flush(ctx);
+        }
+        if self.start_gate.is_some() && !self.machine.starting() {
+            self.leave_start_gate();
         }
     }
 
@@ -1087,9 +1119,16 @@ impl Handler<Fed> for JobActor {
 impl Actor for JobActor {
     type Context = Context<Self>;
 
+    fn stopped(&mut self, _ctx: &mut Self::Context) {
+        self.leave_start_gate();
+    }
+
     fn started(&mut self, ctx: &mut Self::Context) {
         // A replica report per pod event: a roomy mailbox for busy jobs.
         ctx.set_mailbox_capacity(1024);
+        if self.start_gate.is_some() {
+            ctx.run_later(START_GATE_TIMEOUT, |act, _| act.leave_start_gate());
+        }
         let lost = self.shared.lost_clusters.subscribe();
         if self
             .job

@@ -5,6 +5,10 @@
 //! are unaffected.
 //! Once a job has created a TensorBoard, it also watches our TensorBoards on
 //! home (one watch for all jobs) and routes each to its job by uid.
+//!
+//! Jobs start through a gate (`start_gate`): at most `START_BUDGET`
+//! replicas' jobs are starting at once, the rest wait in the order they
+//! came, with no actor yet. A job being deleted does not wait.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,11 +23,13 @@ use serde_json::json;
 use super::Shared;
 use super::call::{self, Backoff, Kind};
 use super::job::{
-    FINALIZER, JobActor, JobGone, JobUnreadable, JobUpdated, TensorBoardChanged, WatchTensorBoards,
+    DoneStarting, FINALIZER, JobActor, JobGone, JobUnreadable, JobUpdated, TensorBoardChanged,
+    WatchTensorBoards,
 };
 use super::members::MemberSupervisor;
 use crate::api::{ListedJob, TensorFlowTrainingJob, TensorFlowTrainingJobStatus, Unreadable};
 use crate::lifecycle::machine::{Effect, Event, JobState, Spec};
+use crate::start_gate::{START_BUDGET, StartGate};
 use crate::status;
 use crate::telemetry::metrics::Alive;
 use crate::telemetry::{ActorKind, Synced};
@@ -40,6 +46,9 @@ pub struct JobManager {
     shared: Arc<Shared>,
     placer: Addr<MemberSupervisor>,
     jobs: HashMap<String, Addr<JobActor>>,
+    /// Which jobs may start now; the others wait here, as last seen.
+    gate: StartGate<String>,
+    queued: HashMap<String, Arc<TensorFlowTrainingJob>>,
     /// One thread per core for the job actors (and their replicas): each
     /// job lives on one, dealt in turn, so jobs use every core while each
     /// job's messages stay on its own thread.
@@ -58,6 +67,8 @@ impl JobManager {
             shared,
             placer,
             jobs: HashMap::new(),
+            gate: StartGate::new(START_BUDGET),
+            queued: HashMap::new(),
             workers: (0..worker_threads()).map(|_| Arbiter::new()).collect(),
             next_worker: 0,
             listing: Vec::new(),
@@ -79,18 +90,82 @@ impl JobManager {
         let job = Arc::new(*job);
         match self.jobs.get(&uid) {
             Some(actor) if actor.connected() => actor.do_send(JobUpdated(job)),
-            _ => {
-                let actor = JobActor::new(
-                    self.shared.clone(),
-                    self.placer.clone(),
-                    ctx.address().recipient(),
-                    job,
-                );
-                let worker = &self.workers[self.next_worker % self.workers.len()];
-                self.next_worker = self.next_worker.wrapping_add(1);
-                let actor = JobActor::start_in_arbiter(&worker.handle(), move |_| actor);
-                self.jobs.insert(uid, actor);
+            _ if job.metadata.deletion_timestamp.is_some() => {
+                // A deletion does not wait behind a backlog.
+                self.queued.remove(&uid);
+                self.done_starting(ctx, &uid);
+                self.start(ctx, uid, job, false);
             }
+            _ if self.gate.is_queued(&uid) => {
+                self.queued.insert(uid, job);
+            }
+            _ => {
+                let replicas = job
+                    .spec
+                    .replica_specs
+                    .iter()
+                    .map(|spec| usize::try_from(spec.replicas).unwrap_or(0))
+                    .sum();
+                if self.gate.offer(uid.clone(), replicas) {
+                    self.start(ctx, uid, job, true);
+                } else {
+                    self.queued.insert(uid, job);
+                }
+            }
+        }
+        self.shared
+            .metrics
+            .jobs_starting(self.gate.starting(), self.gate.waiting());
+    }
+
+    /// Starts the job's actor, on the next worker thread; `gated`: it holds
+    /// a share of the start gate until it says it started.
+    fn start(
+        &mut self,
+        ctx: &mut Context<Self>,
+        uid: String,
+        job: Arc<TensorFlowTrainingJob>,
+        gated: bool,
+    ) {
+        let actor = JobActor::new(
+            self.shared.clone(),
+            self.placer.clone(),
+            ctx.address().recipient(),
+            job,
+            gated.then(|| ctx.address().recipient()),
+        );
+        let worker = &self.workers[self.next_worker % self.workers.len()];
+        self.next_worker = self.next_worker.wrapping_add(1);
+        let actor = JobActor::start_in_arbiter(&worker.handle(), move |_| actor);
+        self.jobs.insert(uid, actor);
+    }
+
+    /// The job of `uid` started, or went, or does not wait any more: the
+    /// jobs its share lets through start.
+    fn done_starting(&mut self, ctx: &mut Context<Self>, uid: &str) {
+        let mut done = vec![uid.to_string()];
+        while let Some(uid) = done.pop() {
+            for next in self.gate.started(&uid) {
+                match self.queued.remove(&next) {
+                    Some(job) => self.start(ctx, next, job, true),
+                    // Not kept (cannot happen): its share is freed at once.
+                    None => done.push(next),
+                }
+            }
+        }
+        self.shared
+            .metrics
+            .jobs_starting(self.gate.starting(), self.gate.waiting());
+    }
+
+    /// The job went from the API: its actor hears it; a queued job leaves
+    /// the queue.
+    fn gone(&mut self, ctx: &mut Context<Self>, uid: &str) {
+        if let Some(actor) = self.jobs.remove(uid) {
+            actor.do_send(JobGone);
+        }
+        if self.queued.remove(uid).is_some() {
+            self.done_starting(ctx, uid);
         }
     }
 
@@ -254,11 +329,7 @@ impl Handler<Observed> for JobManager {
         let _timer = self.shared.metrics.handling(ActorKind::JobManager);
         match msg.0 {
             watcher::Event::Apply(obj) => self.apply(ctx, obj),
-            watcher::Event::Delete(obj) => {
-                if let Some(actor) = self.jobs.remove(&obj.uid().unwrap_or_default()) {
-                    actor.do_send(JobGone);
-                }
-            }
+            watcher::Event::Delete(obj) => self.gone(ctx, &obj.uid().unwrap_or_default()),
             watcher::Event::Init => self.listing.clear(),
             watcher::Event::InitApply(obj) => {
                 self.listing.push(obj.uid().unwrap_or_default());
@@ -271,16 +342,24 @@ impl Handler<Observed> for JobManager {
                 let gone: Vec<String> = self
                     .jobs
                     .keys()
+                    .chain(self.queued.keys())
                     .filter(|uid| !listed.contains(*uid))
                     .cloned()
                     .collect();
                 for uid in gone {
-                    if let Some(actor) = self.jobs.remove(&uid) {
-                        actor.do_send(JobGone);
-                    }
+                    self.gone(ctx, &uid);
                 }
             }
         }
+    }
+}
+
+impl Handler<DoneStarting> for JobManager {
+    type Result = ();
+
+    fn handle(&mut self, msg: DoneStarting, ctx: &mut Self::Context) {
+        let _timer = self.shared.metrics.handling(ActorKind::JobManager);
+        self.done_starting(ctx, &msg.0);
     }
 }
 

@@ -10,9 +10,11 @@ mod capacity;
 mod connect;
 mod pods;
 mod probe;
+mod request_slots;
 
 pub use crate::api::SECRETS_NAMESPACE;
 pub use capacity::{CapacityWatch, Changed, PodSecurityWatch};
 pub use connect::{ConnectError, member_client, unsafe_entries};
 pub use pods::{ClusterActor, ClusterHandle, PodChanged, PodKey};
 pub use probe::{IDENTITY_NAMESPACE, Probe, add_fenced, identity, member_status, probe};
+pub use request_slots::{REQUEST_SLOTS, RequestSlotsLayer};

@@ -47,7 +47,8 @@ pub fn shown_watch(error: &kube::runtime::watcher::Error) -> String {
     }
 }
 
-/// A client for `config` whose requests are counted under `cluster`.
+/// A client for `config` whose requests are counted under `cluster`, at
+/// most `REQUEST_SLOTS` of them in flight (`clusters::RequestSlotsLayer`).
 pub fn instrumented_client(
     config: kube::Config,
     cluster: &str,
@@ -63,7 +64,11 @@ pub fn instrumented_client(
         http::header::USER_AGENT,
         http::HeaderValue::from_static(USER_AGENT),
     ));
-    Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
+    let slots = crate::clusters::RequestSlotsLayer::new(crate::clusters::REQUEST_SLOTS);
+    Ok(ClientBuilder::try_from(config)?
+        .with_layer(&slots)
+        .with_layer(&layer)
+        .build())
 }
 
 /// Records every request of the service it wraps.

@@ -167,6 +167,7 @@ pub struct Metrics {
     registry: Registry,
     jobs: IntGaugeVec,
     jobs_waiting: IntGauge,
+    jobs_starting: IntGaugeVec,
     submit_to_running: Histogram,
     submit_to_pods_created: Histogram,
     completions: IntCounterVec,
@@ -223,6 +224,13 @@ impl Metrics {
             jobs_waiting: register!(IntGauge::new(
                 "tfjob_federator_jobs_waiting_for_capacity",
                 "Jobs that asked for a placement and have none yet."
+            )?),
+            jobs_starting: register!(IntGaugeVec::new(
+                Opts::new(
+                    "tfjob_federator_jobs_starting",
+                    "Jobs at the start gate: starting (placement, creates) or queued behind them."
+                ),
+                &["state"]
             )?),
             submit_to_running: register!(Histogram::with_opts(
                 HistogramOpts::new(
@@ -438,6 +446,15 @@ impl Metrics {
     pub fn jobs_waiting(&self, count: usize) {
         self.jobs_waiting
             .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// The start gate: jobs starting, and jobs queued to start.
+    pub fn jobs_starting(&self, starting: usize, queued: usize) {
+        for (state, count) in [("starting", starting), ("queued", queued)] {
+            self.jobs_starting
+                .with_label_values(&[state])
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
     }
 
     /// A target cluster's probe result, with its capacity when it answered

@@ -25,6 +25,7 @@ pub use kube_quantity as quantity;
 pub mod record;
 pub mod shown_error;
 pub mod signing;
+pub mod start_gate;
 pub mod status;
 pub mod sweep;
 pub mod validation;

@@ -332,6 +332,30 @@ impl JobState {
         self.status.placement.is_some()
     }
 
+    /// Whether the job is still starting: its placement is not answered
+    /// yet (a job that waits for one is not starting, it waits), its
+    /// clusters are being prepared, or a replica has no pod yet and is not
+    /// blocked. The controller starts a bounded number of jobs at once
+    /// (`start_gate`); a job frees its share once this turns false.
+    pub fn starting(&self) -> bool {
+        match &self.stage {
+            Stage::New | Stage::Admitting | Stage::Preparing => true,
+            Stage::Placing { .. } => self.waiting.is_none(),
+            Stage::Active => self.replicas.keys.iter().any(|key| {
+                !self.blocked.contains_key(key)
+                    && self
+                        .views
+                        .get(key)
+                        .is_none_or(|view| view.phase == ReplicaPhase::Creating)
+            }),
+            Stage::Retiring { .. }
+            | Stage::Paused
+            | Stage::Finished
+            | Stage::Deleting { .. }
+            | Stage::Unverified { .. } => false,
+        }
+    }
+
     /// Takes one event; returns the effects to carry out, in order.
     pub fn step(&mut self, event: Event, now: Timestamp) -> Vec<Effect> {
         let mut step = Step {

@@ -384,3 +384,39 @@ fn the_straight_path_has_three_statuses_worth_a_write() {
     );
     assert_eq!(said, ["Normal(Placed)", "Normal(Succeeded)"]);
 }
+
+#[test]
+fn a_job_starts_until_every_replica_has_its_pod_or_it_waits() {
+    let mut state = JobState::new(None, "j");
+    let steps = [
+        (spec_unadmitted(), true),
+        (Event::Placed(assignment()), true),
+        (Event::Persisted(1), true),
+        (Event::Admitted, true),
+        (Event::Prepared, true),
+        (report(WORKER_0, RP::Creating, 0), true),
+        (report(WORKER_0, RP::Pending, 0), true),
+        (report(WORKER_1, RP::Creating, 0), true),
+        (report(WORKER_1, RP::Pending, 0), false),
+        (report(WORKER_1, RP::Running, 0), false),
+    ];
+    for (event, starting) in steps {
+        let shown = format!("{event:?}");
+        state.step(event, t(0));
+        assert_eq!(state.starting(), starting, "after {shown}");
+    }
+
+    let mut waiting = JobState::new(None, "j");
+    waiting.step(spec_unadmitted(), t(0));
+    assert!(waiting.starting(), "its placement is asked for");
+    waiting.step(no_room(), t(0));
+    assert!(
+        !waiting.starting(),
+        "it waits for capacity: {:?}",
+        waiting.stage
+    );
+
+    let mut invalid = JobState::new(None, "j");
+    invalid.step(with(|s| s.problem = Some("replicaSpecs: bad".into())), t(0));
+    assert!(!invalid.starting(), "failed: {:?}", invalid.stage);
+}
