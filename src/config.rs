@@ -72,6 +72,11 @@ pub struct ControllerConfig {
     /// may be. `clusterLostTimeoutMs` must exceed `fenceAfterMs` +
     /// `fencePodGraceMs` + this (`fence::check`).
     pub clock_skew_margin_ms: u64,
+    /// Replicas of the jobs starting at once (placement, their clusters'
+    /// preparation, their pods' and services' creates): later jobs wait,
+    /// first come first served, until earlier ones have their pods
+    /// (`start_gate`). A job larger than this starts alone.
+    pub start_budget_replicas: usize,
 }
 
 impl Default for ControllerConfig {
@@ -90,6 +95,7 @@ impl Default for ControllerConfig {
             fence_after_ms: 30_000,
             fence_pod_grace_ms: 10_000,
             clock_skew_margin_ms: 5_000,
+            start_budget_replicas: crate::start_gate::START_BUDGET,
         }
     }
 }

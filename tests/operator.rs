@@ -1278,6 +1278,40 @@ async fn kubectl_shows_the_printer_columns(ground: Ground) {
     assert_eq!(wide[2][..5], ["done", "Succeeded", "0", "1", "0"]);
 }
 
+/// Jobs past the start gate's budget wait their turn and all run: with a
+/// budget of one job's replicas, jobs start one at a time, each once the one
+/// before has its pods. A job deleted while it waits goes without pods, and
+/// no share of the gate is left held or queued at the end.
+async fn jobs_past_the_start_budget_wait_their_turn(ground: Ground) {
+    let env = Setup::on(ground)
+        .own_namespace("start-gate")
+        .settings("startBudgetReplicas: 2\n")
+        .start()
+        .await;
+    let spec = json!({"replicaSpecs": [replica("worker", 2, &[PENDING, run("1")])]});
+    let names = ["gate-a", "gate-b", "gate-c", "gate-d"];
+    for name in names {
+        env.submit(&job(name, spec.clone())).await;
+    }
+    let jobs = env.jobs();
+    jobs.delete("gate-d", &DeleteParams::default())
+        .await
+        .expect("delete gate-d");
+    for name in &names[..3] {
+        env.wait_phase(name, JobPhase::Succeeded).await;
+    }
+    eventually("gate-d gone, with no pods", WAIT, async || {
+        let gone = jobs.get_opt("gate-d").await.ok()?.is_none();
+        (gone && env.job_pods("gate-d").await.is_empty()).then_some(())
+    })
+    .await;
+    let metrics = env.scrape().await;
+    for state in ["starting", "queued"] {
+        let line = format!("tfjob_federator_jobs_starting{{state=\"{state}\"}} 0");
+        assert!(metrics.contains(&line), "{line} in:\n{metrics}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_jobs_succeed_with_few_status_writes() {
     const JOBS: usize = 200;
@@ -1617,4 +1651,5 @@ on_both_grounds!(
     kubectl_shows_the_printer_columns,
     t9k_scheduler_gets_a_pod_group,
     the_straight_path_costs_three_status_writes,
+    jobs_past_the_start_budget_wait_their_turn,
 );

@@ -6,8 +6,8 @@
 //! Once a job has created a TensorBoard, it also watches our TensorBoards on
 //! home (one watch for all jobs) and routes each to its job by uid.
 //!
-//! Jobs start through a gate (`start_gate`): at most `START_BUDGET`
-//! replicas' jobs are starting at once, the rest wait in the order they
+//! Jobs start through a gate (`start_gate`): the jobs starting at once hold
+//! at most `startBudgetReplicas` replicas, the rest wait in the order they
 //! came, with no actor yet. A job being deleted does not wait.
 
 use std::collections::HashMap;
@@ -29,7 +29,7 @@ use super::job::{
 use super::members::MemberSupervisor;
 use crate::api::{ListedJob, TensorFlowTrainingJob, TensorFlowTrainingJobStatus, Unreadable};
 use crate::lifecycle::machine::{Effect, Event, JobState, Spec};
-use crate::start_gate::{START_BUDGET, StartGate};
+use crate::start_gate::StartGate;
 use crate::status;
 use crate::telemetry::metrics::Alive;
 use crate::telemetry::{ActorKind, Synced};
@@ -62,12 +62,13 @@ pub struct JobManager {
 
 impl JobManager {
     pub fn new(shared: Arc<Shared>, placer: Addr<MemberSupervisor>) -> JobManager {
+        let gate = StartGate::new(shared.config.start_budget_replicas);
         JobManager {
             _alive: shared.metrics.alive(ActorKind::JobManager),
             shared,
             placer,
             jobs: HashMap::new(),
-            gate: StartGate::new(START_BUDGET),
+            gate,
             queued: HashMap::new(),
             workers: (0..worker_threads()).map(|_| Arbiter::new()).collect(),
             next_worker: 0,
@@ -108,8 +109,12 @@ impl JobManager {
                     .sum();
                 if self.gate.offer(uid.clone(), replicas) {
                     self.start(ctx, uid, job, true);
-                } else {
+                } else if self.gate.is_queued(&uid) {
                     self.queued.insert(uid, job);
+                } else {
+                    // Its share is still held by its previous actor, which
+                    // stopped: that one's `DoneStarting` frees it.
+                    self.start(ctx, uid, job, false);
                 }
             }
         }
