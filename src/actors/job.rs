@@ -548,6 +548,10 @@ impl JobActor {
                 .map(|t| t.0.to_string())
                 .unwrap_or_default(),
             demands,
+            pods: crate::placement::PodNames {
+                namespace: job.namespace().unwrap_or_default(),
+                job: job.name_any(),
+            },
             policy: crate::placement::Policy {
                 excluded: self.machine.excluded().clone(),
                 ..crate::placement::Policy::of_job(job)

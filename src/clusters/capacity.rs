@@ -133,6 +133,14 @@ impl CapacityWatch {
         }
     }
 
+    /// Whether the tally charges the active pod `key` (namespace/name).
+    pub fn shows_pod(&self, key: &str) -> bool {
+        self.tally
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .has_pod(key)
+    }
+
     pub fn snapshot(&self) -> Capacity {
         self.tally
             .lock()

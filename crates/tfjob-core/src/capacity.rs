@@ -252,6 +252,11 @@ impl Tally {
         }
     }
 
+    /// Whether the active pod `key` is charged, bound or not.
+    pub fn has_pod(&self, key: &str) -> bool {
+        self.bound.contains_key(key) || self.unbound.contains_key(key)
+    }
+
     /// Forgets every pod (a relist follows).
     pub fn clear_pods(&mut self) {
         self.bound.clear();
@@ -424,9 +429,11 @@ mod tests {
         tally.set_node(&node("a", 4, true));
         tally.set_node(&node("b", 4, true));
         tally.set_pod("ns/x", &pod(None, 2, "Pending"));
+        assert!(tally.has_pod("ns/x"), "charged before it is bound");
         // Bound: the charge moves from the unbound pods to node b.
         tally.set_pod("ns/x", &pod(Some("b"), 2, "Running"));
         tally.set_pod("ns/y", &pod(Some("a"), 3, "Running"));
+        assert!(tally.has_pod("ns/x") && tally.has_pod("ns/y"));
         let now = tally.capacity();
         assert_eq!(
             now,
@@ -438,6 +445,7 @@ mod tests {
         assert_eq!(now.free["nvidia.com/gpu"], 3000);
         // y ends, b goes NotReady: only a's 4 GPUs are left, all free.
         tally.set_pod("ns/y", &pod(Some("a"), 3, "Succeeded"));
+        assert!(!tally.has_pod("ns/y"), "an ended pod is not charged");
         tally.set_node(&node("b", 4, false));
         assert_eq!(tally.capacity().free["nvidia.com/gpu"], 4000);
         tally.remove_pod("ns/x");

@@ -19,7 +19,7 @@ use super::MemberSupervisor;
 use crate::builders::DEFAULT_ADDRESS_TEMPLATE;
 use crate::clusters::{ClusterHandle, PodSecurityWatch};
 use crate::placement::queue::{Answer, Request};
-use crate::placement::{self, Assignment, ClusterState, Demand, Policy};
+use crate::placement::{self, Assignment, ClusterState, Demand, PodNames, Policy};
 use crate::telemetry::{ActorKind, PlacementOutcome};
 
 /// Pods ending on a cluster within this window cost one retry of the queue.
@@ -97,6 +97,7 @@ pub struct Place {
     /// RFC 3339 creation time: older jobs go first at equal priority.
     pub created: String,
     pub demands: Vec<Demand>,
+    pub pods: PodNames,
     pub policy: Policy,
     pub reply: Recipient<PlacementDecided>,
 }
@@ -250,6 +251,18 @@ impl MemberSupervisor {
     /// answers them.
     pub(super) fn try_waiting(&mut self) {
         if self.listed && self.queue.has_work() {
+            // Before the snapshot: a pod shown after it is still held.
+            self.queue.forget_shown_pods(|cluster, pod| {
+                let capacity = if cluster == self.shared.home.name {
+                    self.home_capacity.as_ref()
+                } else {
+                    self.connections
+                        .get(cluster)
+                        .and_then(|c| c.informers.as_ref())
+                        .map(|i| &i.capacity)
+                };
+                capacity.is_some_and(|c| c.shows_pod(pod))
+            });
             let clusters = self.cluster_states();
             let (home, single_cluster) = (&self.shared.home.name, self.specs.is_empty());
             let metrics = &self.shared.metrics;
@@ -311,6 +324,7 @@ impl Handler<Place> for MemberSupervisor {
             priority: msg.priority,
             created: msg.created,
             demands: msg.demands,
+            pods: msg.pods,
             policy: msg.policy,
             reply: msg.reply,
         });

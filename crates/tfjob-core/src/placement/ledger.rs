@@ -1,36 +1,88 @@
 //! The reservation ledger: capacity promised to placed jobs whose pods the
 //! clusters do not show yet, so concurrent placements never over-commit.
+//!
+//! A hold is per pod: once the cluster's own pod tally shows a pod
+//! ([`Ledger::forget_shown`]), the tally charges it and the hold goes. The
+//! pod is counted once, by the ledger until the cluster shows it and by the
+//! cluster after, never by both: a hold kept until the job's last pod ran
+//! would charge its pods twice and keep a nearly full cluster waiting for
+//! capacity that is there.
 
 use std::collections::BTreeMap;
 
 use super::{Assignment, ClusterState, Demand, GPU, Resources, fits, take};
+use crate::api::ReplicaKey;
 
-/// Capacity promised to placed jobs whose pods the clusters do not show yet.
+/// How a job's pods are named on every cluster: `namespace/<job>-<type>-<index>`,
+/// the key a cluster's pod tally knows them by.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodNames {
+    pub namespace: String,
+    pub job: String,
+}
+
+impl PodNames {
+    pub fn key(&self, replica: &ReplicaKey) -> String {
+        format!("{}/{}", self.namespace, replica.object_name(&self.job))
+    }
+}
+
+/// Capacity promised to one pod not shown by its cluster yet.
+#[derive(Debug, Clone)]
+struct Hold {
+    cluster: String,
+    pod: String,
+    requests: Resources,
+}
+
+/// Capacity promised to placed jobs' pods that the clusters do not show yet.
 #[derive(Debug, Default, Clone)]
 pub struct Ledger {
-    held: BTreeMap<String, Vec<(String, Resources)>>,
+    held: BTreeMap<String, Vec<Hold>>,
 }
 
 impl Ledger {
-    /// Holds the capacity `assignment` takes, under the job's uid.
-    pub fn reserve(&mut self, job: &str, demands: &[Demand], assignment: &Assignment) {
-        let entries = demands
+    /// Holds the capacity `assignment` takes, pod by pod, under the job's uid.
+    pub fn reserve(
+        &mut self,
+        job: &str,
+        pods: &PodNames,
+        demands: &[Demand],
+        assignment: &Assignment,
+    ) {
+        let holds = demands
             .iter()
-            .filter_map(|d| Some((assignment.get(&d.key)?.clone(), d.requests.clone())))
+            .filter_map(|d| {
+                Some(Hold {
+                    cluster: assignment.get(&d.key)?.clone(),
+                    pod: pods.key(&d.key),
+                    requests: d.requests.clone(),
+                })
+            })
             .collect();
-        self.held.insert(job.to_string(), entries);
+        self.held.insert(job.to_string(), holds);
     }
 
-    /// The job's pods are visible (or the job ended): its hold is no longer needed.
+    /// The job ended, paused or runs: whatever it still holds goes.
     pub fn release(&mut self, job: &str) {
         self.held.remove(job);
+    }
+
+    /// Drops the hold of every pod that `shown(cluster, pod key)` says its
+    /// cluster's tally now charges. Ask before taking the clusters'
+    /// snapshot: a pod shown after it would otherwise be counted by neither.
+    pub fn forget_shown(&mut self, mut shown: impl FnMut(&str, &str) -> bool) {
+        self.held.retain(|_, holds| {
+            holds.retain(|hold| !shown(&hold.cluster, &hold.pod));
+            !holds.is_empty()
+        });
     }
 
     /// The clusters with every hold taken out of their free capacity.
     pub fn apply(&self, clusters: &[ClusterState]) -> Vec<ClusterState> {
         let mut out = clusters.to_vec();
-        for (cluster, requests) in self.held.values().flatten() {
-            charge(&mut out, cluster, requests);
+        for hold in self.held.values().flatten() {
+            charge(&mut out, &hold.cluster, &hold.requests);
         }
         out
     }

@@ -39,7 +39,7 @@ mod tests;
 
 use eligibility::eligible;
 pub use eligibility::{SYSTEM_NAMESPACES, selector_matches};
-pub use ledger::{Ledger, charge};
+pub use ledger::{Ledger, PodNames, charge};
 
 /// Resource amounts in milli-units, by resource name.
 pub use crate::capacity::Resources;

@@ -19,7 +19,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 
 use super::ledger::charge;
-use super::{Assignment, ClusterState, Demand, Ledger, Policy, Unplaceable, shape};
+use super::{Assignment, ClusterState, Demand, Ledger, PodNames, Policy, Unplaceable, shape};
 
 /// A job asking to be placed.
 #[derive(Debug, Clone)]
@@ -29,6 +29,8 @@ pub struct Request<R> {
     /// RFC 3339 creation time: older jobs go first at equal priority.
     pub created: String,
     pub demands: Vec<Demand>,
+    /// How its pods are named: their holds go as the clusters show them.
+    pub pods: PodNames,
     pub policy: Policy,
     pub reply: R,
 }
@@ -124,6 +126,13 @@ impl<R: Clone> Queue<R> {
         self.capacity_may_have_grown();
     }
 
+    /// Drops the holds of the pods `shown(cluster, pod key)` says their
+    /// clusters now charge themselves ([`Ledger::forget_shown`]); call it
+    /// before taking the snapshot a pass decides on.
+    pub fn forget_shown_pods(&mut self, shown: impl FnMut(&str, &str) -> bool) {
+        self.ledger.forget_shown(shown);
+    }
+
     /// A pod ended, a node or cluster came, a hold went: every shape is
     /// worth another try.
     pub fn capacity_may_have_grown(&mut self) {
@@ -184,8 +193,12 @@ impl<R: Clone> Queue<R> {
                         continue;
                     };
                     let request = waiting.request;
-                    self.ledger
-                        .reserve(&request.job_uid, &request.demands, &assignment);
+                    self.ledger.reserve(
+                        &request.job_uid,
+                        &request.pods,
+                        &request.demands,
+                        &assignment,
+                    );
                     for demand in &request.demands {
                         if let Some(cluster) = assignment.get(&demand.key) {
                             charge(&mut available, cluster, &demand.requests);
@@ -279,6 +292,10 @@ mod tests {
                     requests: gpus(each),
                 })
                 .collect(),
+            pods: PodNames {
+                namespace: "team".into(),
+                job: uid.into(),
+            },
             policy: Policy::default(),
             reply: uid.into(),
         }
@@ -459,5 +476,52 @@ mod tests {
         down[0].ready = false;
         assert_eq!(pass(&mut queue, &down, &mut decisions), ["job waits"]);
         assert_eq!(decisions, 3);
+    }
+
+    /// A placed job's pods count once, whether or not its cluster shows
+    /// them yet: held until it does, then charged by the cluster alone. With
+    /// 8 GPUs and 4 taken by "first", a job of 4 fits and one more GPU never
+    /// does, however many of first's pods the cluster shows.
+    #[test]
+    fn a_hold_goes_pod_by_pod_as_the_cluster_shows_the_pods() {
+        for shown in 0..=4 {
+            let mut queue = Queue::default();
+            queue.request(request("first", 0, "1", 4, 1));
+            let mut decisions = 0;
+            assert_eq!(
+                pass(&mut queue, &cluster(8), &mut decisions),
+                ["first placed"]
+            );
+            queue.request(request("second", 0, "2", 4, 1));
+            queue.request(request("third", 0, "3", 1, 1));
+            let names: Vec<String> = (0..shown)
+                .map(|i| format!("team/first-worker-{i}"))
+                .collect();
+            queue.forget_shown_pods(|cluster, pod| {
+                cluster == "a" && names.iter().any(|name| name == pod)
+            });
+            assert_eq!(
+                pass(&mut queue, &cluster(8 - shown), &mut decisions),
+                ["second placed", "third waits"],
+                "{shown} of first's pods shown"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pod_shown_on_another_cluster_keeps_its_hold() {
+        let mut queue = Queue::default();
+        queue.request(request("first", 0, "1", 1, 8));
+        let mut decisions = 0;
+        assert_eq!(
+            pass(&mut queue, &cluster(8), &mut decisions),
+            ["first placed"]
+        );
+        queue.forget_shown_pods(|cluster, pod| cluster == "b" && pod == "team/first-worker-0");
+        queue.request(request("second", 0, "2", 1, 8));
+        assert_eq!(
+            pass(&mut queue, &cluster(8), &mut decisions),
+            ["second waits"]
+        );
     }
 }

@@ -32,6 +32,14 @@ fn job(workers: i32, ps: i32, gpus_per_worker: i64) -> Vec<Demand> {
     d
 }
 
+/// The pods of job `name` in the namespace "team".
+fn pods(name: &str) -> PodNames {
+    PodNames {
+        namespace: "team".into(),
+        job: name.into(),
+    }
+}
+
 fn per_cluster(a: &Assignment) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
     for c in a.values() {
@@ -444,7 +452,7 @@ fn the_ledger_keeps_concurrent_jobs_from_over_committing() {
     let first = job(3, 0, 1);
     let a = place(&first, &clusters, &Policy::default()).expect("first fits");
     let mut ledger = Ledger::default();
-    ledger.reserve("job-a", &first, &a);
+    ledger.reserve("job-a", &pods("job-a"), &first, &a);
     let err = place(&job(0, 0, 1), &ledger.apply(&clusters), &Policy::default())
         .expect_err("the 4 GPUs are promised");
     assert!(
@@ -496,7 +504,7 @@ fn burst(clusters: &[ClusterState], jobs: usize, demands: &[Demand]) -> BTreeMap
         for cluster in on.keys() {
             *taken.entry(cluster.clone()).or_default() += 1;
         }
-        ledger.reserve(&format!("job-{n}"), demands, &a);
+        ledger.reserve(&format!("job-{n}"), &pods(&format!("job-{n}")), demands, &a);
     }
     taken
 }
@@ -604,7 +612,12 @@ fn pack_keeps_the_room_a_bigger_job_needs() {
                 case.what,
                 per_cluster(&a)
             );
-            ledger.reserve(&format!("small-{n}"), &case.small, &a);
+            ledger.reserve(
+                &format!("small-{n}"),
+                &pods(&format!("small-{n}")),
+                &case.small,
+                &a,
+            );
         }
         place(&case.big, &ledger.apply(&case.clusters), &whole)
             .unwrap_or_else(|e| panic!("{}: the big job fits no more: {e}", case.what));
