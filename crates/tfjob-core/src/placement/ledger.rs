@@ -6,7 +6,9 @@
 //! pod is counted once, by the ledger until the cluster shows it and by the
 //! cluster after, never by both: a hold kept until the job's last pod ran
 //! would charge its pods twice and keep a nearly full cluster waiting for
-//! capacity that is there.
+//! capacity that is there. (A pod of an earlier epoch that still holds the
+//! name on that cluster ends the hold early: the old pod is charged in its
+//! place until it goes.)
 
 use std::collections::BTreeMap;
 
