@@ -818,9 +818,14 @@ fn run_all() -> anyhow::Result<()> {
         .context("starting the tokio runtime")?;
     let scaled = settings.smoke || settings.scale != 1.0;
     println!(
-        "controller benchmark: {} workload(s) on the {:?} ground, binary {}{}{}",
+        "controller benchmark: {} workload(s) on the {:?} ground{}, binary {}{}{}",
         workloads.len(),
         settings.ground,
+        if workloads.iter().any(|w| w.compare.is_some()) {
+            " ((g) on the real one)"
+        } else {
+            ""
+        },
         binary.display(),
         if scaled {
             " (sizes reduced: the targets are for the full sizes)"
@@ -2668,7 +2673,8 @@ async fn measure_compare(
         sample.as_secs_f64(),
         apiservers_total / jobs,
     );
-    let dispatcher_total: f64 = dispatcher_cpu.iter().sum();
+    // A fold, not `sum`: the sum of nothing (g-direct) is -0.0.
+    let dispatcher_total: f64 = dispatcher_cpu.iter().fold(0.0, |a, b| a + b);
     let peak_total: Option<f64> = peaks.iter().copied().sum();
     match dispatcher {
         Dispatcher::Direct => {
