@@ -1849,6 +1849,47 @@ async fn wait_for_jobs(
     }
 }
 
+/// The controller's API writes per job between two scrapes, by kind, with
+/// the writes answered with an error.
+fn print_writes(before: &Scrape, after: &Scrape, jobs: f64, target: Option<f64>) {
+    let (writes_before, writes_after) = (before.writes(), after.writes());
+    let mut total = 0.0;
+    let mut kinds = Vec::new();
+    for kind in ["pods", "services", "status", "events", "other"] {
+        let delta = writes_after.get(kind).copied().unwrap_or_default()
+            - writes_before.get(kind).copied().unwrap_or_default();
+        total += delta;
+        kinds.push(format!("{kind} {:.2}", delta / jobs));
+    }
+    let errors_before = before.write_errors();
+    let errors: Vec<String> = after
+        .write_errors()
+        .into_iter()
+        .map(|(what, n)| {
+            (
+                n - errors_before.get(&what).copied().unwrap_or_default(),
+                what,
+            )
+        })
+        .filter(|(n, _)| *n > 0.0)
+        .map(|(n, what)| format!("{what}: {n:.0}"))
+        .collect();
+    println!(
+        "  API writes per job: {:.2} ({}){}",
+        total / jobs,
+        kinds.join(", "),
+        target
+            .map(|t| against(total / jobs, Bound::AtMost(t), ""))
+            .unwrap_or_default()
+    );
+    if !errors.is_empty() {
+        println!(
+            "  writes answered with an error (verb resource code: count): {}",
+            errors.join(", ")
+        );
+    }
+}
+
 /// Waits until the controller's writes have stopped changing for `quiet`
 /// (trailing status writes count: detail-only changes wait up to 4 ×
 /// `statusDetailIntervalMs`, 4 s by default), at most 30 s.
@@ -2078,43 +2119,7 @@ async fn measure(
         }
     }
 
-    let (writes_before, writes_after) = (before.writes(), after.writes());
-    let mut total = 0.0;
-    let mut kinds = Vec::new();
-    for kind in ["pods", "services", "status", "events", "other"] {
-        let delta = writes_after.get(kind).copied().unwrap_or_default()
-            - writes_before.get(kind).copied().unwrap_or_default();
-        total += delta;
-        kinds.push(format!("{kind} {:.2}", delta / jobs));
-    }
-    let errors_before = before.write_errors();
-    let errors: Vec<String> = after
-        .write_errors()
-        .into_iter()
-        .map(|(what, n)| {
-            (
-                n - errors_before.get(&what).copied().unwrap_or_default(),
-                what,
-            )
-        })
-        .filter(|(n, _)| *n > 0.0)
-        .map(|(n, what)| format!("{what}: {n:.0}"))
-        .collect();
-    println!(
-        "  API writes per job: {:.2} ({}){}",
-        total / jobs,
-        kinds.join(", "),
-        w.targets
-            .writes_per_job
-            .map(|t| against(total / jobs, Bound::AtMost(t), ""))
-            .unwrap_or_default()
-    );
-    if !errors.is_empty() {
-        println!(
-            "  writes answered with an error (verb resource code: count): {}",
-            errors.join(", ")
-        );
-    }
+    print_writes(&before, &after, jobs, w.targets.writes_per_job);
 
     let per_1000 = |cpu: f64| cpu / jobs * 1000.0;
     let share = controller_cpu / clusters_cpu.max(1e-9);
@@ -2522,11 +2527,13 @@ async fn measure_compare(
     // Declared after the ground: dropped, so stopped, before it (Kueue's
     // webhooks would refuse pods and Jobs once it is gone).
     let mut controller = None;
+    let mut metrics_port = None;
     let mut kueue = None;
     let create = match dispatcher {
         Dispatcher::Direct => direct_creator(w, dir).await?,
         Dispatcher::Ours => {
-            controller = Some(start_controller(binary, dir, settings, w.members).await?.0);
+            let (started, port) = start_controller(binary, dir, settings, w.members).await?;
+            (controller, metrics_port) = (Some(started), Some(port));
             tf_creator(w, dir).await?
         }
         Dispatcher::Kueue(config) => {
@@ -2569,6 +2576,10 @@ async fn measure_compare(
         .iter()
         .map(|(_, pid)| tree_cpu_seconds(*pid))
         .collect();
+    let scrape_before = match metrics_port {
+        Some(port) => Some(Scrape::take(port).await?),
+        None => None,
+    };
     let clusters_before = tree_cpu_seconds(ground.pid());
     let bench_before = own_cpu_seconds();
     let first_submit = Instant::now();
@@ -2607,6 +2618,10 @@ async fn measure_compare(
         })
         .collect();
     let bench_cpu = own_cpu_seconds() - bench_before;
+    let scrape_after = match metrics_port {
+        Some(port) => Some(Scrape::take(port).await?),
+        None => None,
+    };
 
     let jobs = w.jobs as f64;
     let replicas = w.shape.replicas();
@@ -2666,6 +2681,9 @@ async fn measure_compare(
     }
     drop(track_now);
 
+    if let (Some(before), Some(after)) = (&scrape_before, &scrape_after) {
+        print_writes(before, after, jobs, None);
+    }
     let apiservers_total = total(&apiservers_cpu);
     println!(
         "  API servers' CPU over the {:.1} s from the first submit to {:.0} s after the last job's pods all ran: {apiservers_total:.2} s, {:.3} s per job (at rest before the burst: {at_rest:.3} s per s)",
