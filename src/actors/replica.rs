@@ -99,8 +99,10 @@ pub struct ReplicaActor {
     setup: ReplicaSetup,
     pod_key: PodKey,
     machine: ReplicaState<Desired>,
-    /// The service the API answered last, for its export.
-    service: Option<Service>,
+    /// The service the API answered last, for its export: kept only on a
+    /// member that exports services, boxed and without its managedFields
+    /// (a whole Service is several KB, most of a replica's memory).
+    service: Option<Box<Service>>,
     /// This actor and its replica's cluster and phase, in the metrics.
     census: ReplicaCensus,
 }
@@ -236,7 +238,7 @@ impl ReplicaActor {
 
     /// With the member's `exportServices`, a ServiceExport per service.
     fn export_service(&self, ctx: &mut Context<Self>) {
-        let Some(export) = self.service.as_ref().and_then(build_service_export) else {
+        let Some(export) = self.service.as_deref().and_then(build_service_export) else {
             return;
         };
         let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
@@ -350,9 +352,16 @@ impl ReplicaObject for Service {
         desired.service_body(trust)
     }
 
-    /// Kept for its export.
+    /// Kept for its export, where there is one to make.
     fn created(act: &mut ReplicaActor, answer: Created<Self>, trust: &Trust) -> Event<Desired> {
-        act.service = answer.object().cloned();
+        act.service = answer
+            .object()
+            .filter(|_| act.setup.export_services)
+            .map(|service| {
+                let mut kept = service.clone();
+                kept.metadata.managed_fields = None;
+                Box::new(kept)
+            });
         Event::ServiceCreated(answer.map(|service| service_sighting(trust, &service)))
     }
 
