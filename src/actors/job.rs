@@ -1189,6 +1189,10 @@ impl Handler<JobUpdated> for JobActor {
                 self.valid_job = self.job.clone();
             }
             self.feed(ctx, Event::SpecChanged(spec));
+        } else if Arc::ptr_eq(&self.valid_job, &previous) {
+            // The same spec as the valid one: keep one copy of the job, not
+            // the one of its last spec change beside the latest.
+            self.valid_job = self.job.clone();
         }
     }
 }

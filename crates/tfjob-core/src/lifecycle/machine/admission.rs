@@ -10,8 +10,12 @@ impl Step<'_> {
         self.job.failure == Some(Failure::InvalidSpec)
     }
 
-    pub(super) fn spec_changed(&mut self, spec: Spec) {
+    pub(super) fn spec_changed(&mut self, mut spec: Spec) {
         let first = self.job.stage == Stage::New;
+        spec.replicas.share(&self.job.replicas);
+        if let Some(accepted) = spec.accepted.as_mut() {
+            accepted.share(&spec.replicas);
+        }
         let deadline_before = self.deadline();
         let mode_before = self.mode();
         let pause_before = self.job.spec.pause;

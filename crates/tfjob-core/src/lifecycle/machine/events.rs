@@ -2,6 +2,7 @@
 //! events it takes and the effects it returns.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use jiff::Timestamp;
 
@@ -63,8 +64,10 @@ pub enum Intent {
 /// The replicas a `replicaSpecs` asks for, and how each type restarts.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Replicas {
-    /// The `replicaSpecs`, typed: what pods are built from.
-    pub specs: Vec<ReplicaSpec>,
+    /// The `replicaSpecs`, typed: what pods are built from. Shared: the
+    /// machine keeps several `Replicas` of one job (the accepted ones, the
+    /// spec's now and as accepted), most often of the same text.
+    pub specs: Arc<Vec<ReplicaSpec>>,
     /// The `replicaSpecs` as JSON: an edit changes it; the annotation and
     /// the record's digest hold this text.
     pub json: String,
@@ -77,7 +80,7 @@ impl Replicas {
     pub fn of(job: &TensorFlowTrainingJob) -> Replicas {
         let spec = &job.spec;
         Replicas {
-            specs: spec.replica_specs.clone(),
+            specs: Arc::new(spec.replica_specs.clone()),
             json: serde_json::to_string(&spec.replica_specs).unwrap_or_default(),
             keys: spec.replica_keys(),
             master: spec.master(),
@@ -85,6 +88,13 @@ impl Replicas {
                 .into_iter()
                 .filter_map(|t| Some((t, spec.replica_spec(t)?.parsed_restart_policy()?)))
                 .collect(),
+        }
+    }
+
+    /// Shares `known`'s typed specs when both are of the same text.
+    pub(super) fn share(&mut self, known: &Replicas) {
+        if self.json == known.json && !Arc::ptr_eq(&self.specs, &known.specs) {
+            self.specs = known.specs.clone();
         }
     }
 

@@ -420,3 +420,32 @@ fn a_job_starts_until_every_replica_has_its_pod_or_it_waits() {
     invalid.step(with(|s| s.problem = Some("replicaSpecs: bad".into())), t(0));
     assert!(!invalid.starting(), "failed: {:?}", invalid.stage);
 }
+
+/// Memory: a running job's machine keeps one typed copy of its
+/// replicaSpecs, the accepted ones and the spec's alike, whatever the
+/// spec's updates bring while their text is the same; a refused edit
+/// brings its own.
+#[test]
+fn one_typed_copy_of_the_replica_specs_is_kept_while_their_text_is_the_same() {
+    use std::sync::Arc;
+    let mut state = reach("running");
+    let kept = state.replicas.specs.clone();
+    let shared = |state: &JobState| Arc::ptr_eq(&state.replicas.specs, &state.spec.replicas.specs);
+    let same = job(2, "OnFailure");
+    for second in 0..2 {
+        state.step(
+            Event::SpecChanged(Spec::of(&same, Some(Replicas::of(&same)), None, true)),
+            t(second),
+        );
+        assert!(shared(&state));
+        assert!(Arc::ptr_eq(&state.replicas.specs, &kept));
+    }
+    let edited = job(3, "OnFailure");
+    state.step(
+        Event::SpecChanged(Spec::of(&edited, Some(Replicas::of(&same)), None, true)),
+        t(2),
+    );
+    assert!(Arc::ptr_eq(&state.replicas.specs, &kept));
+    assert!(!shared(&state));
+    assert_eq!(state.spec.replicas.keys.len(), 3);
+}
