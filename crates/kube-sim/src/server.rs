@@ -189,22 +189,42 @@ fn resolve(
 /// The largest request body, as kube-apiserver's (3 MiB).
 const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
+/// How much of a body past the limit is read and dropped before the 413
+/// answer. kube-apiserver answers a body over the limit and closes the
+/// connection only after a pause in which the client reads the answer (Go's
+/// `closeWriteAndWait`); hyper would close at once, with the rest of the
+/// body unread in the socket, and the kernel's reset would reach a client
+/// still sending before the answer does (a broken pipe instead of a 413).
+/// Reading the rest first gives the client its answer; past this much, the
+/// connection closes as it would have.
+const DRAINED_PAST_LIMIT_BYTES: usize = 4 * MAX_BODY_BYTES;
+
 async fn read_body(req: Request<Incoming>) -> ApiResult<Bytes> {
-    http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES)
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .map_err(|e| {
-            if e.is::<http_body_util::LengthLimitError>() {
-                ApiError::new(
-                    413,
-                    "RequestEntityTooLarge",
-                    format!("Request entity too large: limit is {MAX_BODY_BYTES}"),
-                )
-            } else {
-                ApiError::bad_request(format!("reading request body: {e}"))
-            }
-        })
+    let mut body = req.into_body();
+    let mut kept = BytesMut::new();
+    let mut read = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame =
+            frame.map_err(|e| ApiError::bad_request(format!("reading request body: {e}")))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        read = read.saturating_add(data.len());
+        if read > MAX_BODY_BYTES + DRAINED_PAST_LIMIT_BYTES {
+            break;
+        }
+        if read <= MAX_BODY_BYTES {
+            kept.put(data);
+        }
+    }
+    if read > MAX_BODY_BYTES {
+        return Err(ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {MAX_BODY_BYTES}"),
+        ));
+    }
+    Ok(kept.freeze())
 }
 
 /// A create or update body: JSON, or protobuf as typed clients send it.
