@@ -60,6 +60,8 @@
 //!     dispatcher's CPU (our controller; Kueue's three processes) and peak
 //!     RSS, the API servers' CPU in total and per job with each member's
 //!     share, over first submit → 5 s after the last job's pods all run;
+//!     the API servers' writes per job from every client (home's, the
+//!     members'), by resource and verb, from their `apiserver_request_total`;
 //!     then a comparison block with the acceptance criteria.
 //!
 //! Sizes: `BENCH_SCALE` (a factor on every job count and on (c)'s duration),
@@ -1890,6 +1892,80 @@ fn print_writes(before: &Scrape, after: &Scrape, jobs: f64, target: Option<f64>)
     }
 }
 
+/// (g): every API server's write requests from all its clients (the
+/// dispatcher, the load generator, kube-scheduler, kube-controller-manager,
+/// kwok), by cluster and "resource[/subresource] VERB", from its own
+/// `apiserver_request_total`: what a job costs the ground, and who asks.
+async fn apiserver_writes(
+    dir: &Path,
+    members: usize,
+) -> anyhow::Result<BTreeMap<String, BTreeMap<String, f64>>> {
+    let mut by_cluster = BTreeMap::new();
+    for cluster in cluster_names(members) {
+        let request = http::Request::get("/metrics")
+            .body(Vec::new())
+            .context("a GET of /metrics")?;
+        let text = client(dir, &cluster)
+            .await?
+            .request_text(request)
+            .await
+            .with_context(|| format!("GET /metrics of {cluster}'s API server"))?;
+        let mut writes: BTreeMap<String, f64> = BTreeMap::new();
+        for (labels, value) in Scrape::parse(&text).series("apiserver_request_total") {
+            let get = |key: &str| labels.get(key).map_or("", String::as_str);
+            if !["POST", "PUT", "PATCH", "DELETE", "APPLY"].contains(&get("verb")) {
+                continue;
+            }
+            let resource = match get("subresource") {
+                "" => get("resource").to_string(),
+                sub => format!("{}/{sub}", get("resource")),
+            };
+            *writes
+                .entry(format!("{resource} {}", get("verb")))
+                .or_default() += value;
+        }
+        by_cluster.insert(cluster, writes);
+    }
+    Ok(by_cluster)
+}
+
+/// (g): the API servers' writes per job between two `apiserver_writes`,
+/// home's and the members' together, the largest first.
+fn print_apiserver_writes(
+    before: &BTreeMap<String, BTreeMap<String, f64>>,
+    after: &BTreeMap<String, BTreeMap<String, f64>>,
+    jobs: f64,
+) {
+    for (side, on_side) in [
+        ("home's", &(|c: &str| c == "home") as &dyn Fn(&str) -> bool),
+        ("the members'", &|c: &str| c != "home"),
+    ] {
+        let mut per_job: BTreeMap<&str, f64> = BTreeMap::new();
+        for (cluster, writes) in after.iter().filter(|(c, _)| on_side(c)) {
+            for (what, n) in writes {
+                let earlier = before
+                    .get(cluster)
+                    .and_then(|w| w.get(what))
+                    .copied()
+                    .unwrap_or_default();
+                *per_job.entry(what).or_default() += (n - earlier) / jobs;
+            }
+        }
+        let mut largest: Vec<(&str, f64)> =
+            per_job.into_iter().filter(|(_, n)| *n >= 0.05).collect();
+        largest.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let total: f64 = largest.iter().map(|(_, n)| n).sum();
+        let each: Vec<String> = largest
+            .iter()
+            .map(|(what, n)| format!("{what} {n:.2}"))
+            .collect();
+        println!(
+            "  {side} API server writes per job, every client: {total:.2} ({})",
+            each.join(", ")
+        );
+    }
+}
+
 /// Waits until the controller's writes have stopped changing for `quiet`
 /// (trailing status writes count: detail-only changes wait up to 4 ×
 /// `statusDetailIntervalMs`, 4 s by default), at most 30 s.
@@ -2580,6 +2656,7 @@ async fn measure_compare(
         Some(port) => Some(Scrape::take(port).await?),
         None => None,
     };
+    let writes_before = apiserver_writes(dir, w.members).await?;
     let clusters_before = tree_cpu_seconds(ground.pid());
     let bench_before = own_cpu_seconds();
     let first_submit = Instant::now();
@@ -2618,6 +2695,7 @@ async fn measure_compare(
         })
         .collect();
     let bench_cpu = own_cpu_seconds() - bench_before;
+    let writes_after = apiserver_writes(dir, w.members).await?;
     let scrape_after = match metrics_port {
         Some(port) => Some(Scrape::take(port).await?),
         None => None,
@@ -2684,6 +2762,7 @@ async fn measure_compare(
     if let (Some(before), Some(after)) = (&scrape_before, &scrape_after) {
         print_writes(before, after, jobs, None);
     }
+    print_apiserver_writes(&writes_before, &writes_after, jobs);
     let apiservers_total = total(&apiservers_cpu);
     println!(
         "  API servers' CPU over the {:.1} s from the first submit to {:.0} s after the last job's pods all ran: {apiservers_total:.2} s, {:.3} s per job (at rest before the burst: {at_rest:.3} s per s)",
