@@ -7,7 +7,9 @@
 //! gets no replicas; a second one for the same cluster is refused naming
 //! the first, its capacity not counted; and a member server that answers
 //! with something other than a Kubernetes `Status` has its body shown
-//! nowhere, neither in the status nor in the controller's log. One more,
+//! nowhere, neither in the status nor in the controller's log; and a
+//! controller whose first read of home's identity fails makes its members
+//! Ready within seconds, not a probe round later. One more,
 //! on the simulated ground alone (TLS would refuse the swap on the real
 //! one): the server behind an unchanged kubeconfig becomes another cluster.
 //!
@@ -522,9 +524,65 @@ async fn a_server_that_becomes_another_cluster_is_refused_and_counts_no_pod_gone
     );
 }
 
+/// No member is used until home's identity is read (a member reaching
+/// home is refused by it). A controller whose first read of it fails reads
+/// it again a retry interval later, not a probe round later, and probes the
+/// members again at once: they are Ready within seconds, with the probe
+/// round here 20 s (before, they waited for that round, and a member probed
+/// a moment before home's identity came did too: 5 s of a bench's starts).
+async fn members_are_ready_as_soon_as_homes_identity_is_read(ground: Ground) {
+    let mut f = federation(ground)
+        .settings(
+            "homeIsTarget: false\nmemberProbeIntervalMs: 20000\n\
+             fenceAfterMs: 45000\nfencePodGraceMs: 5000\nclusterLostTimeoutMs: 60000\n",
+        )
+        .start()
+        .await;
+    for member in ["member-1", "member-2"] {
+        eventually(
+            &format!("{member} Ready at first"),
+            Duration::from_secs(45),
+            async || {
+                let (ready, _) = ready_of(&f.members(), member).await?;
+                (ready == "True").then_some(())
+            },
+        )
+        .await;
+    }
+    f.kill_controller();
+    set_faults(
+        &f.clients["home"],
+        json!({"failRequests": {"verb": "get", "resource": "namespaces", "count": 1, "code": 500}}),
+    )
+    .await;
+    // Every heartbeat from here on is the next controller's.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let restarted = jiff::Timestamp::now();
+    f.restart_controller().await;
+    let members = f.members();
+    for member in ["member-1", "member-2"] {
+        eventually(
+            &format!("{member} Ready again, heartbeat after the restart"),
+            Duration::from_secs(10),
+            async || {
+                let (ready, m) = ready_of(&members, member).await?;
+                let beat = m.status?.last_heartbeat_time?.0;
+                (ready == "True" && beat.as_second() >= restarted.as_second()).then_some(())
+            },
+        )
+        .await;
+    }
+    assert!(
+        f.log()
+            .contains("reading the home cluster's identity failed"),
+        "the fault met the controller's first read of home's identity"
+    );
+}
+
 on_both_grounds!(
     a_secret_pointed_at_another_cluster_refuses_the_member_and_keeps_its_jobs,
     members_named_like_home_or_reaching_home_are_refused,
     a_second_member_cluster_for_one_cluster_is_refused_and_counted_once,
     a_server_answering_a_web_page_is_shown_by_code_and_size_only,
+    members_are_ready_as_soon_as_homes_identity_is_read,
 );

@@ -166,12 +166,23 @@ impl Handler<HomeIdentity> for MemberSupervisor {
                 tracing::info!(identity = %identity, "home cluster identity read");
                 self.home_identity = Ok(identity);
                 self.reassess(ctx);
+                // Members probed before this answered "identity unknown":
+                // probed again now, they need not wait for the next round.
+                let names: Vec<String> = self.connections.keys().cloned().collect();
+                for name in names {
+                    self.probe(ctx, &name);
+                }
             }
             Err(why) => {
                 if self.home_identity.as_ref().err() != Some(&why) {
                     tracing::warn!(error = %why, "reading the home cluster's identity failed; no member is used until it is read");
                 }
                 self.home_identity = Err(why);
+                // No member is used meanwhile: read again soon, not at the
+                // next probe round.
+                ctx.run_later(self.shared.config.retry_interval(), |act, ctx| {
+                    act.read_home_identity(ctx);
+                });
             }
         }
     }
