@@ -81,10 +81,19 @@ impl Ledger {
     }
 
     /// The clusters with every hold taken out of their free capacity.
+    /// Each cluster's next charge looks first from the node its last one
+    /// took (holds come job by job, a job's pods alike, and the nodes
+    /// before it were too full for the last): a pass costs about holds +
+    /// nodes, not holds × nodes (a 5,000-job backlog spent a fifth of the
+    /// controller's CPU here, scanning full nodes from the first).
     pub fn apply(&self, clusters: &[ClusterState]) -> Vec<ClusterState> {
         let mut out = clusters.to_vec();
+        let mut last_taken: BTreeMap<&str, usize> = BTreeMap::new();
         for hold in self.held.values().flatten() {
-            charge(&mut out, &hold.cluster, &hold.requests);
+            let from = last_taken.entry(hold.cluster.as_str()).or_default();
+            if let Some(taken) = charge_from(&mut out, &hold.cluster, &hold.requests, *from) {
+                *from = taken;
+            }
         }
         out
     }
@@ -93,19 +102,23 @@ impl Ledger {
 /// Takes `requests` out of the free capacity of `cluster` (a node that
 /// holds it, else the roomiest: the snapshot may have moved).
 pub fn charge(clusters: &mut [ClusterState], cluster: &str, requests: &Resources) {
-    let Some(c) = clusters.iter_mut().find(|c| c.name == cluster) else {
-        return;
-    };
-    match c.nodes.iter_mut().find(|n| fits(requests, n)) {
-        Some(node) => take(node, requests),
-        None => {
-            if let Some(node) = c
-                .nodes
-                .iter_mut()
-                .max_by_key(|n| n.get(GPU).copied().unwrap_or(0))
-            {
-                take(node, requests);
-            }
-        }
-    }
+    charge_from(clusters, cluster, requests, 0);
+}
+
+/// As [`charge`], the nodes looked at from node `from` on, then from the
+/// first: the index of the node charged, if the cluster has any.
+fn charge_from(
+    clusters: &mut [ClusterState],
+    cluster: &str,
+    requests: &Resources,
+    from: usize,
+) -> Option<usize> {
+    let c = clusters.iter_mut().find(|c| c.name == cluster)?;
+    let count = c.nodes.len();
+    let taken = (0..count)
+        .map(|i| (from + i) % count)
+        .find(|&i| fits(requests, &c.nodes[i]))
+        .or_else(|| (0..count).max_by_key(|&i| c.nodes[i].get(GPU).copied().unwrap_or(0)))?;
+    take(&mut c.nodes[taken], requests);
+    Some(taken)
 }
