@@ -1702,18 +1702,32 @@ async fn submit(w: &Workload, dir: &Path, track: &Shared) -> anyhow::Result<()> 
 
 /// Creates job `n` as a TensorFlowTrainingJob on home.
 async fn tf_creator(w: &Workload, dir: &Path) -> anyhow::Result<Create> {
-    let template = Arc::new(w.job(&job_name(0))?);
+    home_creator(dir, w.job(&job_name(0))?).await
+}
+
+/// Creates job `n` on home as a copy of `template` named `job_name(n)`,
+/// each submitter with a client of its own.
+async fn home_creator<K>(dir: &Path, template: K) -> anyhow::Result<Create>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default,
+{
+    let template = Arc::new(template);
     let mut apis = Vec::new();
     for _ in 0..SUBMITTERS {
-        apis.push(Api::<TensorFlowTrainingJob>::namespaced(
-            client(dir, "home").await?,
-            NAMESPACE,
-        ));
+        apis.push(Api::<K>::namespaced(client(dir, "home").await?, NAMESPACE));
     }
     Ok(Arc::new(move |submitter, n| {
         let (api, mut job) = (apis[submitter].clone(), (*template).clone());
         Box::pin(async move {
-            job.metadata.name = Some(job_name(n));
+            job.meta_mut().name = Some(job_name(n));
             api.create(&PostParams::default(), &job).await?;
             Ok(())
         })
@@ -2486,34 +2500,18 @@ async fn direct_creator(w: &Workload, dir: &Path) -> anyhow::Result<Create> {
 /// queue (parallelism = completions = the job's pods).
 async fn kueue_creator(w: &Workload, dir: &Path) -> anyhow::Result<Create> {
     let replicas = w.shape.replicas();
-    let template: Arc<Job> = Arc::new(
-        serde_json::from_value(json!({
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"namespace": NAMESPACE, "labels": {KUEUE_QUEUE_LABEL: "bench"}},
-            "spec": {
-                "parallelism": replicas,
-                "completions": replicas,
-                "backoffLimit": 0,
-                "template": g_pod_template(w, json!({})),
-            },
-        }))
-        .context("the g-kueue Job is not a valid Job")?,
-    );
-    let mut apis = Vec::new();
-    for _ in 0..SUBMITTERS {
-        apis.push(Api::<Job>::namespaced(
-            client(dir, "home").await?,
-            NAMESPACE,
-        ));
-    }
-    Ok(Arc::new(move |submitter, n| {
-        let (api, mut job) = (apis[submitter].clone(), (*template).clone());
-        Box::pin(async move {
-            job.metadata.name = Some(job_name(n));
-            api.create(&PostParams::default(), &job).await?;
-            Ok(())
-        })
+    let template: Job = serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"namespace": NAMESPACE, "labels": {KUEUE_QUEUE_LABEL: "bench"}},
+        "spec": {
+            "parallelism": replicas,
+            "completions": replicas,
+            "backoffLimit": 0,
+            "template": g_pod_template(w, json!({})),
+        },
     }))
+    .context("the g-kueue Job is not a valid Job")?;
+    home_creator(dir, template).await
 }
 
 /// Kueue MultiKueue as `hack/kueue-up --foreground` runs it: stopped (its
