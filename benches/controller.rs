@@ -1950,12 +1950,9 @@ fn print_apiserver_writes(
     after: &BTreeMap<String, BTreeMap<String, f64>>,
     jobs: f64,
 ) {
-    for (side, on_side) in [
-        ("home's", &(|c: &str| c == "home") as &dyn Fn(&str) -> bool),
-        ("the members'", &|c: &str| c != "home"),
-    ] {
+    for (side, home) in [("home's", true), ("the members'", false)] {
         let mut per_job: BTreeMap<&str, f64> = BTreeMap::new();
-        for (cluster, writes) in after.iter().filter(|(c, _)| on_side(c)) {
+        for (cluster, writes) in after.iter().filter(|(c, _)| (*c == "home") == home) {
             for (what, n) in writes {
                 let earlier = before
                     .get(cluster)

@@ -539,15 +539,7 @@ async fn members_are_ready_as_soon_as_homes_identity_is_read(ground: Ground) {
         .start()
         .await;
     for member in ["member-1", "member-2"] {
-        eventually(
-            &format!("{member} Ready at first"),
-            Duration::from_secs(45),
-            async || {
-                let (ready, _) = ready_of(&f.members(), member).await?;
-                (ready == "True").then_some(())
-            },
-        )
-        .await;
+        wait_ready(&f.members(), member, "True").await;
     }
     f.kill_controller();
     set_faults(
