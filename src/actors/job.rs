@@ -20,7 +20,9 @@ use serde_json::json;
 
 use super::Shared;
 use super::call::{self, Backoff, Kind, Outcome};
-use super::members::{MemberSupervisor, Place, Placed, PlacementDecided, Release, Resolve, Target};
+use super::members::{
+    MemberSupervisor, Place, Placed, PlacementDecided, Release, Resolve, Target, Targets,
+};
 use super::replica::{
     Abandon, Desired, Finish, Recipe, ReplicaActor, ReplicaReport, ReplicaSetup, Restart, Teardown,
     TornDown, Trust,
@@ -132,9 +134,9 @@ pub struct JobActor {
     machine: JobState,
     replicas: BTreeMap<ReplicaKey, Replica>,
     /// The clusters of the current placement.
-    targets: BTreeMap<String, Target>,
+    targets: Targets,
     /// Every cluster a placement of this job used, for its PodGroups.
-    used: BTreeMap<String, Target>,
+    used: Targets,
     writes: Writes,
     deadline: Option<SpawnHandle>,
     /// Removing the finalizer failed: the next update of the job retries.
@@ -372,7 +374,7 @@ impl JobActor {
                 self.ensure_tensorboard(ctx, &job);
             }
             Effect::DeleteMemberPodGroups => {
-                let members: Vec<Target> =
+                let members: Vec<Arc<Target>> =
                     self.used.values().filter(|t| !t.home).cloned().collect();
                 self.delete_pod_groups(&members);
             }
@@ -580,7 +582,7 @@ impl JobActor {
         ));
     }
 
-    fn use_targets(&mut self, targets: BTreeMap<String, Target>) {
+    fn use_targets(&mut self, targets: Targets) {
         for (name, target) in &targets {
             self.used.insert(name.clone(), target.clone());
         }
@@ -593,7 +595,7 @@ impl JobActor {
     /// not go (but on lost clusters: their sweep removes them).
     fn prepare_clusters(&mut self, ctx: &mut Context<Self>, assignment: &Assignment) {
         let lost = self.shared.lost_clusters.borrow().clone();
-        let retired: Vec<Target> = self
+        let retired: Vec<Arc<Target>> = self
             .used
             .iter()
             .filter(|(name, _)| !self.targets.contains_key(*name) && !lost.contains(*name))
@@ -921,7 +923,7 @@ impl JobActor {
     }
 
     /// Deletes the job's PodGroup on each of `targets`.
-    fn delete_pod_groups(&self, targets: &[Target]) {
+    fn delete_pod_groups(&self, targets: &[Arc<Target>]) {
         if self.valid_job.spec.t9k_scheduler().is_none() {
             return;
         }

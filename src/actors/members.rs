@@ -24,7 +24,7 @@ mod fencing;
 mod identity;
 mod placing;
 
-pub use placing::{Admission, Place, Placed, PlacementDecided, Release, Resolve, Target};
+pub use placing::{Admission, Place, Placed, PlacementDecided, Release, Resolve, Target, Targets};
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;

@@ -373,7 +373,7 @@ impl ReplicaObject for Service {
 fn service_sighting(trust: &Trust, service: &Service) -> ServiceSighting {
     ServiceSighting {
         uid: service.metadata.uid.clone(),
-        ours: trust.owns(service, "Service"),
+        ours: trust.owns(&service.metadata, "Service"),
     }
 }
 

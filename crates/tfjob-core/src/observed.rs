@@ -1,9 +1,12 @@
-//! What the controller keeps of a pod it manages: identity, the metadata it
-//! trusts and matches on, the phase and each container's state — read
-//! straight from the pod's JSON. The spec, the rest of the status and
-//! `managedFields` are skipped, not decoded: the informers of managed pods
-//! hold one per replica for the replica's whole life, and a typed `Pod` is
-//! about ten times the size (docs/src/benchmarks/controller.md, the heap profile of (d)).
+//! What the controller keeps of a pod it manages: identity, the labels and
+//! the annotation it trusts and matches on, the phase and each container's
+//! state — read straight from the pod's JSON. The spec, the rest of the
+//! status, the other labels and annotations (the template's) and
+//! `managedFields` are skipped: the informers of managed pods hold one per
+//! replica for the replica's whole life, and a typed `Pod` is about ten
+//! times the size, its labels and annotations alone a sixth of the
+//! controller's heap (docs/src/benchmarks/controller.md, the heap profiles
+//! of (d)).
 
 use std::collections::BTreeMap;
 
@@ -12,12 +15,25 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::core::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 
+use crate::builders::{MANAGED_BY_LABEL, PLACEMENT_EPOCH_LABEL};
+use crate::signing::SIGNATURE_ANNOTATION;
+
+/// The labels of a managed pod the controller reads.
+pub const READ_LABELS: [&str; 2] = [MANAGED_BY_LABEL, PLACEMENT_EPOCH_LABEL];
+/// The annotations of a managed pod the controller reads.
+pub const READ_ANNOTATIONS: [&str; 1] = [SIGNATURE_ANNOTATION];
+
 /// A managed pod as observed.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ObservedPod {
-    /// Name, namespace, uid, resourceVersion, creation and deletion times,
-    /// labels and annotations only.
+    /// Name, namespace, uid, resourceVersion, creation and deletion times
+    /// only: its labels and annotations are not here but in `labels` and
+    /// `annotations`, the ones read.
     pub metadata: ObjectMeta,
+    /// The pod's [`READ_LABELS`].
+    pub labels: Kept,
+    /// The pod's [`READ_ANNOTATIONS`].
+    pub annotations: Kept,
     /// `status.phase`.
     pub phase: Option<String>,
     /// `status.containerStatuses`, in order.
@@ -43,6 +59,27 @@ pub enum ContainerState {
     },
     Running,
     Unknown,
+}
+
+/// Those of a pod's labels (or annotations) whose keys the controller
+/// reads, in the order of its list of them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Kept(Vec<(&'static str, Box<str>)>);
+
+impl Kept {
+    /// The entries of `map` under `keys`.
+    fn of(map: Option<BTreeMap<String, String>>, keys: &[&'static str]) -> Kept {
+        let mut map = map.unwrap_or_default();
+        Kept(
+            keys.iter()
+                .filter_map(|&key| Some((key, map.remove(key)?.into_boxed_str())))
+                .collect(),
+        )
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| &**v)
+    }
 }
 
 impl ObservedPod {
@@ -115,7 +152,14 @@ mod wire {
 
 impl<'de> Deserialize<'de> for ObservedPod {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let pod = wire::Pod::deserialize(deserializer)?;
+        let mut pod = wire::Pod::deserialize(deserializer)?;
+        let (labels, annotations) = match &mut pod.metadata {
+            Some(m) => (
+                Kept::of(m.labels.take(), &READ_LABELS),
+                Kept::of(m.annotations.take(), &READ_ANNOTATIONS),
+            ),
+            None => (Kept::default(), Kept::default()),
+        };
         let metadata = match pod.metadata {
             Some(m) => ObjectMeta {
                 name: m.name,
@@ -124,8 +168,6 @@ impl<'de> Deserialize<'de> for ObservedPod {
                 resource_version: m.resource_version,
                 creation_timestamp: m.creation_timestamp,
                 deletion_timestamp: m.deletion_timestamp,
-                labels: m.labels,
-                annotations: m.annotations,
                 ..ObjectMeta::default()
             },
             None => ObjectMeta::default(),
@@ -158,6 +200,8 @@ impl<'de> Deserialize<'de> for ObservedPod {
             .collect();
         Ok(ObservedPod {
             metadata,
+            labels,
+            annotations,
             phase,
             containers,
         })
@@ -207,7 +251,9 @@ mod tests {
         let cases = [
             json!({"metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "7",
                 "creationTimestamp": "2026-01-01T00:00:00Z", "deletionTimestamp": "2026-01-01T00:01:00Z",
-                "labels": {"a": "1"}, "annotations": {"s": "sig"},
+                "labels": {"a": "1", "app.kubernetes.io/managed-by": "tfjob-federator",
+                    "federation.tfjob.io/placement-epoch": "3"},
+                "annotations": {"s": "sig", "federation.tfjob.io/signature": "c2ln"},
                 "managedFields": [{"manager": "m", "fieldsV1": {"f:spec": {"f:containers": {}}}}]},
                 "spec": {"nodeName": "n", "containers": [{"name": "tensorflow", "image": "i"}]},
                 "status": {"phase": "Failed", "containerStatuses": [
@@ -240,8 +286,25 @@ mod tests {
                 meta.creation_timestamp
             );
             assert_eq!(observed.is_deleting(), meta.deletion_timestamp.is_some());
-            assert_eq!(observed.metadata.labels, meta.labels);
-            assert_eq!(observed.metadata.annotations, meta.annotations);
+            for (kept, read, all) in [
+                (&observed.labels, &READ_LABELS[..], &meta.labels),
+                (
+                    &observed.annotations,
+                    &READ_ANNOTATIONS[..],
+                    &meta.annotations,
+                ),
+            ] {
+                let all = all.clone().unwrap_or_default();
+                for (key, value) in &all {
+                    let expected = read.contains(&key.as_str()).then_some(value.as_str());
+                    assert_eq!(kept.get(key), expected, "{key} in {case}");
+                }
+                for key in read {
+                    assert_eq!(kept.get(key), all.get(*key).map(String::as_str), "{case}");
+                }
+            }
+            assert!(observed.metadata.labels.is_none(), "not kept twice");
+            assert!(observed.metadata.annotations.is_none(), "not kept twice");
             assert!(observed.metadata.managed_fields.is_none(), "skipped");
             let status = typed.status.as_ref();
             assert_eq!(observed.phase, status.and_then(|s| s.phase.clone()));

@@ -17,6 +17,7 @@ use ring::hmac;
 
 use crate::api::ReplicaKey;
 use crate::builders::{MANAGED_BY_LABEL, MANAGER, PLACEMENT_EPOCH_LABEL};
+use crate::observed::ObservedPod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::sync::Arc;
 
@@ -157,6 +158,38 @@ pub fn new_key() -> Result<[u8; 32], ring::error::Unspecified> {
     Ok(key)
 }
 
+/// What [`Trust::owns`] reads of an object: two labels, one annotation and
+/// its creation time.
+pub trait Marked {
+    fn label(&self, key: &str) -> Option<&str>;
+    fn annotation(&self, key: &str) -> Option<&str>;
+    fn created(&self) -> Option<Timestamp>;
+}
+
+impl Marked for ObjectMeta {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels.as_ref()?.get(key).map(String::as_str)
+    }
+    fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations.as_ref()?.get(key).map(String::as_str)
+    }
+    fn created(&self) -> Option<Timestamp> {
+        self.creation_timestamp.as_ref().map(|t| t.0)
+    }
+}
+
+impl Marked for ObservedPod {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key)
+    }
+    fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations.get(key)
+    }
+    fn created(&self) -> Option<Timestamp> {
+        self.metadata.created()
+    }
+}
+
 /// Which objects under a replica's name are its own: made by this
 /// controller for this replica (labels, and a signature that verifies), so
 /// a user's pod that copies the labels is never adopted.
@@ -168,19 +201,14 @@ pub struct Trust {
 }
 
 impl Trust {
-    pub fn owns(&self, object: &impl kube::ResourceExt, kind: &str) -> bool {
-        let labels = object.labels();
-        if labels.get(MANAGED_BY_LABEL).map(String::as_str) != Some(MANAGER) {
+    pub fn owns(&self, object: &impl Marked, kind: &str) -> bool {
+        if object.label(MANAGED_BY_LABEL) != Some(MANAGER) {
             return false;
         }
-        let epoch = labels.get(PLACEMENT_EPOCH_LABEL).map_or("", String::as_str);
+        let epoch = object.label(PLACEMENT_EPOCH_LABEL).unwrap_or("");
         let subject = subject(&self.job_uid, &self.replica.to_string(), epoch, kind);
-        let signature = object
-            .annotations()
-            .get(SIGNATURE_ANNOTATION)
-            .map(String::as_str);
-        let created = object.meta().creation_timestamp.as_ref().map(|t| t.0);
-        self.signer.trusts(&subject, signature, created)
+        let signature = object.annotation(SIGNATURE_ANNOTATION);
+        self.signer.trusts(&subject, signature, object.created())
     }
 
     /// Signs an object this controller is about to create.

@@ -312,7 +312,7 @@ fn check_job_size(spec: &TensorFlowTrainingJobSpec, errors: &mut Errors) {
         .iter()
         .zip(counted())
         .map(|(r, replicas)| {
-            let template = serde_json::to_vec(&r.template).map_or(0, |t| t.len());
+            let template = r.template.json().len();
             template.saturating_mul(usize::try_from(replicas).unwrap_or(0))
         })
         .fold(0, usize::saturating_add);

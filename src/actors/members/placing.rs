@@ -8,7 +8,7 @@
 //! changed. Without any MemberCluster every replica goes to home at once,
 //! as a single-cluster operator does.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,8 +31,12 @@ const RETRY_COALESCE: Duration = Duration::from_millis(50);
 #[rtype(result = "()")]
 pub struct CapacityFreed;
 
+/// The clusters a job uses, by name; each job's targets are shared between
+/// its maps (a `Target` is a few hundred bytes, and a map node holds room
+/// for eleven).
+pub type Targets = BTreeMap<String, Arc<Target>>;
+
 /// A cluster replicas were placed on, and how to reach it.
-#[derive(Clone)]
 pub struct Target {
     pub handle: ClusterHandle,
     /// How peers elsewhere reach services here.
@@ -84,7 +88,7 @@ impl Admission {
 #[derive(Clone)]
 pub struct Placed {
     pub assignment: Assignment,
-    pub targets: BTreeMap<String, Target>,
+    pub targets: Targets,
 }
 
 /// Asks for a placement; the answer comes as `PlacementDecided`, now or
@@ -112,7 +116,7 @@ pub struct PlacementDecided(pub Result<Placed, crate::placement::Unplaceable>);
 /// answered once the member list is in and those clusters are connected.
 /// Err: a cluster is missing, unusable or lost.
 #[derive(Message)]
-#[rtype(result = "Result<BTreeMap<String, Target>, String>")]
+#[rtype(result = "Result<Targets, String>")]
 pub struct Resolve(pub Vec<String>);
 
 /// The job's pods are visible, or it ended: drop its hold and its request.
@@ -120,7 +124,7 @@ pub struct Resolve(pub Vec<String>);
 #[rtype(result = "()")]
 pub struct Release(pub String);
 
-pub(super) type ResolveResult = Result<BTreeMap<String, Target>, String>;
+pub(super) type ResolveResult = Result<Targets, String>;
 
 impl MemberSupervisor {
     /// Answers every resolve whose clusters are all settled.
@@ -156,17 +160,17 @@ impl MemberSupervisor {
         Some(Ok(targets))
     }
 
-    fn home_target(&self) -> Target {
-        Target {
+    fn home_target(&self) -> Arc<Target> {
+        Arc::new(Target {
             handle: self.shared.home.clone(),
             address_template: DEFAULT_ADDRESS_TEMPLATE.to_string(),
             export_services: false,
             home: true,
             admission: None,
-        }
+        })
     }
 
-    fn target(&self, name: &str) -> Option<Target> {
+    fn target(&self, name: &str) -> Option<Arc<Target>> {
         if name == self.shared.home.name {
             return Some(self.home_target());
         }
@@ -174,7 +178,7 @@ impl MemberSupervisor {
         if !connection.accepted() {
             return None;
         }
-        Some(Target {
+        Some(Arc::new(Target {
             handle: connection.handle.clone(),
             address_template: spec.spec.address_template.clone(),
             export_services: spec.spec.export_services,
@@ -187,7 +191,7 @@ impl MemberSupervisor {
                     .as_ref()
                     .map(|i| i.pod_security.clone()),
             }),
-        })
+        }))
     }
 
     /// Every cluster placement may use, as it is now.
@@ -292,8 +296,9 @@ impl MemberSupervisor {
                 request,
                 assignment,
             } => {
-                let targets: Option<BTreeMap<String, Target>> = assignment
-                    .values()
+                let clusters: BTreeSet<&String> = assignment.values().collect();
+                let targets: Option<Targets> = clusters
+                    .into_iter()
                     .map(|c| Some((c.clone(), self.target(c)?)))
                     .collect();
                 // Placement picks only connected clusters; should one be

@@ -29,6 +29,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PodTemplateSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
@@ -123,14 +124,19 @@ fn default_replicas() -> i32 {
     1
 }
 
-/// A pod template as the user wrote it (raw JSON), parsed on use.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(transparent)]
-pub struct PodTemplate(serde_json::Value);
+/// A pod template as the user wrote it, kept as its JSON text and parsed on
+/// use. Text, not a JSON tree: a tree takes several times its text's
+/// memory, and every live job keeps its templates (the heap profile of (d)
+/// in docs/src/benchmarks/controller.md). The text is the tree's
+/// serialization (keys sorted, compact), so it reads back as the same JSON
+/// and equal templates have equal text; shared, so the job machine's copies
+/// of the replicaSpecs cost no second template.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodTemplate(Arc<str>);
 
 impl Default for PodTemplate {
     fn default() -> Self {
-        PodTemplate(serde_json::Value::Object(serde_json::Map::new()))
+        PodTemplate("{}".into())
     }
 }
 
@@ -145,19 +151,49 @@ pub struct TemplateError {
 
 impl PodTemplate {
     /// Wraps a template given as JSON.
-    pub fn from_value(value: serde_json::Value) -> PodTemplate {
-        PodTemplate(value)
+    pub fn from_value(value: &serde_json::Value) -> PodTemplate {
+        PodTemplate(value.to_string().into())
+    }
+
+    /// The template's JSON text.
+    pub fn json(&self) -> &str {
+        &self.0
     }
 
     /// The template as a `PodTemplateSpec` (`null` counts as empty).
     pub fn parse(&self) -> Result<PodTemplateSpec, TemplateError> {
-        if self.0.is_null() {
+        if &*self.0 == "null" {
             return Ok(PodTemplateSpec::default());
         }
-        serde_path_to_error::deserialize(&self.0).map_err(|e| TemplateError {
+        // Straight from the text when it reads; when it does not, again
+        // from the tree, whose error names the field and not a column.
+        if let Ok(template) = serde_json::from_str(&self.0) {
+            return Ok(template);
+        }
+        let tree: serde_json::Value = serde_json::from_str(&self.0).map_err(|e| TemplateError {
+            path: String::new(),
+            message: e.to_string(),
+        })?;
+        serde_path_to_error::deserialize(tree).map_err(|e| TemplateError {
             path: e.path().to_string(),
             message: e.inner().to_string(),
         })
+    }
+}
+
+impl Serialize for PodTemplate {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // Through the tree, so that any serializer (not only serde_json's)
+        // writes the template as JSON.
+        let tree: serde_json::Value =
+            serde_json::from_str(&self.0).map_err(serde::ser::Error::custom)?;
+        tree.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for PodTemplate {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        serde_json::Value::deserialize(deserializer).map(|tree| PodTemplate::from_value(&tree))
     }
 }
 
@@ -1133,6 +1169,37 @@ mod tests {
         let federation = spec.federation().expect("federation");
         assert_eq!(federation.parsed_strategy(), Some(FederationStrategy::Pack));
         assert!(federation.allow_split);
+    }
+
+    #[test]
+    fn a_template_is_kept_as_the_text_of_its_json_and_reads_back_the_same() {
+        let texts = [
+            r#"{"template": {"spec": {"containers": [{"name": "tensorflow", "image": "i"}]}, "metadata": {"labels": {"b": "2", "a": "1"}}}}"#,
+            "{\"template\":{ \"metadata\":{\"labels\":{\"a\":\"1\",\"b\":\"2\"}},\n \"spec\":{\"containers\":[{\"image\":\"i\",\"name\":\"tensorflow\"}]}}}",
+        ];
+        let read: Vec<ReplicaSpec> = texts
+            .iter()
+            .map(|t| serde_json::from_str(t).expect("a replica spec"))
+            .collect();
+        assert_eq!(read[0].template, read[1].template, "the same JSON");
+        let tree: serde_json::Value = serde_json::from_str(texts[0]).expect("json");
+        assert_eq!(read[0].template.json(), tree["template"].to_string());
+        // Written back as JSON by any serializer, not only serde_json's.
+        let yaml = serde_yaml::to_string(&read[0]).expect("yaml");
+        let from_yaml: serde_json::Value = serde_yaml::from_str(&yaml).expect("reads");
+        assert_eq!(from_yaml["template"], tree["template"]);
+        assert_eq!(
+            serde_json::to_value(&read[0]).expect("json")["template"],
+            tree["template"]
+        );
+        // A copy of the spec shares the text.
+        let copy = read[0].clone();
+        assert!(std::ptr::eq(copy.template.json(), read[0].template.json()));
+        let parsed = read[0].template.parse().expect("parses");
+        assert_eq!(
+            parsed.spec.expect("spec").containers[0].image.as_deref(),
+            Some("i")
+        );
     }
 
     #[test]

@@ -190,10 +190,5 @@ impl<R: Clone> ReplicaState<R> {
 
 /// The placement epoch a pod was created under (its label).
 pub(super) fn epoch_of(pod: &ObservedPod) -> Option<u64> {
-    pod.metadata
-        .labels
-        .as_ref()?
-        .get(PLACEMENT_EPOCH_LABEL)?
-        .parse()
-        .ok()
+    pod.labels.get(PLACEMENT_EPOCH_LABEL)?.parse().ok()
 }

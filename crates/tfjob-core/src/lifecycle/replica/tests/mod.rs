@@ -5,9 +5,6 @@
 //! histories of a simulated cluster (`generated`). This file holds what
 //! they share.
 
-use jiff::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-
 use super::*;
 use crate::api::{ReplicaKey, ReplicaType};
 use crate::builders::{MANAGED_BY_LABEL, MANAGER, PLACEMENT_EPOCH_LABEL};
@@ -35,23 +32,19 @@ fn identity() -> Identity {
 
 /// A pod under the name: of `epoch` (None: no label), in `phase`.
 fn pod(uid: &str, epoch: Option<u64>, phase: &str, deleting: bool) -> Arc<ObservedPod> {
-    let mut labels = std::collections::BTreeMap::new();
-    if let Some(epoch) = epoch {
-        labels.insert(MANAGED_BY_LABEL.to_string(), MANAGER.to_string());
-        labels.insert(PLACEMENT_EPOCH_LABEL.to_string(), epoch.to_string());
-    }
-    Arc::new(ObservedPod {
-        metadata: ObjectMeta {
-            name: Some("j-worker-0".into()),
-            uid: Some(uid.into()),
-            labels: Some(labels),
-            deletion_timestamp: deleting
-                .then(|| Time(Timestamp::from_second(1_800_000_000).expect("a time"))),
-            ..ObjectMeta::default()
-        },
-        phase: Some(phase.into()),
-        containers: Vec::new(),
-    })
+    let labels = match epoch {
+        Some(epoch) => serde_json::json!({
+            MANAGED_BY_LABEL: MANAGER,
+            PLACEMENT_EPOCH_LABEL: epoch.to_string(),
+        }),
+        None => serde_json::json!({}),
+    };
+    let deletion = deleting.then_some("2027-01-15T08:00:00Z");
+    let pod = serde_json::json!({
+        "metadata": {"name": "j-worker-0", "uid": uid, "labels": labels, "deletionTimestamp": deletion},
+        "status": {"phase": phase},
+    });
+    Arc::new(serde_json::from_value(pod).expect("a pod"))
 }
 
 fn own(uid: &str, phase: &str) -> PodSighting {
