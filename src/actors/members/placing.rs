@@ -25,6 +25,13 @@ use crate::telemetry::{ActorKind, PlacementOutcome};
 /// Pods ending on a cluster within this window cost one retry of the queue.
 const RETRY_COALESCE: Duration = Duration::from_millis(50);
 
+/// Requests and releases within this window cost one pass. A pass takes a
+/// snapshot of every node and charges every hold against it, so its cost
+/// grows with the clusters; in a backlog, jobs pass the start gate one by
+/// one as others start, and a pass each cost a quarter of the controller's
+/// CPU at 10,000 jobs on 200 nodes per cluster (docs/src/benchmarks/controller.md, (f)).
+const PASS_COALESCE: Duration = Duration::from_millis(10);
+
 /// A pod on a target cluster left the active set, a node came or changed,
 /// or a namespace's Pod Security level changed: capacity may be free.
 #[derive(Message)]
@@ -238,14 +245,13 @@ impl MemberSupervisor {
         states
     }
 
-    /// A pass once the messages already queued are handled: a burst of
-    /// requests and releases costs one snapshot of the clusters, not one
-    /// each.
+    /// A pass `PASS_COALESCE` from now: a burst of requests and releases
+    /// costs one snapshot of the clusters, not one each.
     fn pass_soon(&mut self, ctx: &mut Context<Self>) {
         if std::mem::replace(&mut self.pass_scheduled, true) {
             return;
         }
-        ctx.run_later(Duration::ZERO, |act, _| {
+        ctx.run_later(PASS_COALESCE, |act, _| {
             act.pass_scheduled = false;
             act.try_waiting();
         });
