@@ -4,7 +4,7 @@
 //! status, the other labels and annotations (the template's) and
 //! `managedFields` are skipped: the informers of managed pods hold one per
 //! replica for the replica's whole life, and a typed `Pod` is about ten
-//! times the size, its labels and annotations alone a sixth of the
+//! times the size, its labels and annotations alone a tenth of the
 //! controller's heap (docs/src/benchmarks/controller.md, the heap profiles
 //! of (d)).
 

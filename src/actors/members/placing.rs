@@ -28,8 +28,9 @@ const RETRY_COALESCE: Duration = Duration::from_millis(50);
 /// Requests and releases within this window cost one pass. A pass takes a
 /// snapshot of every node and charges every hold against it, so its cost
 /// grows with the clusters; in a backlog, jobs pass the start gate one by
-/// one as others start, and a pass each cost a quarter of the controller's
-/// CPU at 10,000 jobs on 200 nodes per cluster (docs/src/benchmarks/controller.md, (f)).
+/// one as others start: a pass each was about a quarter of the
+/// controller's samples at 10,000 jobs on 200 nodes per cluster
+/// (docs/src/benchmarks/controller.md, (f)).
 const PASS_COALESCE: Duration = Duration::from_millis(10);
 
 /// A pod on a target cluster left the active set, a node came or changed,
