@@ -571,7 +571,69 @@ async fn members_are_ready_as_soon_as_homes_identity_is_read(ground: Ground) {
     );
 }
 
+/// A member's status ends on the last condition decided for it, however
+/// late home answers an earlier write. A restarted controller sweeps each
+/// member before it takes replicas: it writes Ready=False (removing
+/// leftovers), then Ready=True. Home holds the first two status writes 1.5 s
+/// each here (a slow answer); each member's writes go one at a time, the
+/// latest next, so no held write lands after a newer one (writes sent side
+/// by side did: the member showed unready until the next probe round, 20 s
+/// here).
+async fn a_members_status_ends_on_the_last_condition_however_late_an_earlier_write_is_answered(
+    ground: Ground,
+) {
+    let mut f = federation(ground)
+        .settings(
+            "homeIsTarget: false\nmemberProbeIntervalMs: 20000\n\
+             fenceAfterMs: 45000\nfencePodGraceMs: 5000\nclusterLostTimeoutMs: 60000\n",
+        )
+        .start()
+        .await;
+    for member in ["member-1", "member-2"] {
+        wait_ready(&f.members(), member, "True").await;
+    }
+    f.kill_controller();
+    set_faults(
+        &f.clients["home"],
+        json!({"delayRequests": {"verb": "patch", "resource": "memberclusters/status",
+            "count": 2, "delayMs": 1500}}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let restarted = jiff::Timestamp::now();
+    f.restart_controller().await;
+    let members = f.members();
+    for member in ["member-1", "member-2"] {
+        eventually(
+            &format!("{member} Ready again, heartbeat after the restart"),
+            Duration::from_secs(10),
+            async || {
+                let (ready, m) = ready_of(&members, member).await?;
+                let beat = m.status?.last_heartbeat_time?.0;
+                (ready == "True" && beat.as_second() >= restarted.as_second()).then_some(())
+            },
+        )
+        .await;
+    }
+    let faults =
+        sim_kube::admin_request(&f.clients["home"], hyper::Method::GET, "faults", None).await;
+    assert_eq!(
+        faults["delayRequests"]["count"],
+        json!(0),
+        "both held writes were sent: {faults}"
+    );
+    // Past the held writes' answers.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for member in ["member-1", "member-2"] {
+        let (ready, m) = ready_of(&members, member)
+            .await
+            .unwrap_or_else(|| panic!("{member} has a Ready condition"));
+        assert_eq!(ready, "True", "{member}: {:?}", m.status);
+    }
+}
+
 on_both_grounds!(
+    a_members_status_ends_on_the_last_condition_however_late_an_earlier_write_is_answered,
     a_secret_pointed_at_another_cluster_refuses_the_member_and_keeps_its_jobs,
     members_named_like_home_or_reaching_home_are_refused,
     a_second_member_cluster_for_one_cluster_is_refused_and_counted_once,

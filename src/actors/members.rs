@@ -37,10 +37,11 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
+use tokio::sync::watch;
 
 use super::Shared;
 use super::call::Backoff;
-use crate::api::{ClusterIdentity, MemberCluster};
+use crate::api::{ClusterIdentity, MemberCluster, MemberClusterStatus};
 use crate::capacity::Capacity;
 use crate::clusters::{self, CapacityWatch, ClusterActor, ClusterHandle, PodSecurityWatch, Probe};
 use crate::member_health::{Answer, Condition, Effect, Event, MemberHealth, State};
@@ -161,6 +162,9 @@ pub struct MemberSupervisor {
     next_serial: u64,
     /// Each member's `Fenced` condition, once its fence's Lease was read.
     fenced: HashMap<String, crate::fence::Condition>,
+    /// Each member's status writer (`write_statuses`): the latest status
+    /// decided for it, not written yet.
+    status_writers: HashMap<String, watch::Sender<Option<MemberClusterStatus>>>,
     _alive: Alive,
 }
 
@@ -184,6 +188,7 @@ impl MemberSupervisor {
             recorded: HashMap::new(),
             next_serial: 0,
             fenced: HashMap::new(),
+            status_writers: HashMap::new(),
         }
     }
 
@@ -356,7 +361,7 @@ impl MemberSupervisor {
 
     /// Shows the member's Ready condition in its status and metrics, with
     /// its capacity while it takes replicas.
-    fn report(&self, name: &str, condition: &Condition) {
+    fn report(&mut self, name: &str, condition: &Condition) {
         let capacity = condition
             .ready
             .then(|| self.connections.get(name)?.informers.as_ref())
@@ -368,7 +373,7 @@ impl MemberSupervisor {
         self.write_status(name, condition, capacity);
     }
 
-    fn write_status(&self, name: &str, ready: &Condition, capacity: Option<Capacity>) {
+    fn write_status(&mut self, name: &str, ready: &Condition, capacity: Option<Capacity>) {
         let spec = self.specs.get(name);
         let previous = spec.and_then(|m| m.status.clone()).unwrap_or_default();
         let identity = self
@@ -388,20 +393,43 @@ impl MemberSupervisor {
             Time(jiff::Timestamp::now()),
         );
         status.observed_generation = spec.and_then(|m| m.metadata.generation);
-        let api: Api<MemberCluster> = Api::all(self.shared.home.client.clone());
-        let name = name.to_string();
-        tokio::spawn(async move {
-            if let Err(e) = api
-                .patch_status(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&json!({"status": status})),
-                )
-                .await
-            {
-                tracing::debug!(cluster = %name, error = %crate::telemetry::shown(&e), "writing MemberCluster status failed");
-            }
-        });
+        let home = &self.shared.home.client;
+        self.status_writers
+            .entry(name.to_string())
+            .or_insert_with(|| {
+                let (latest, decided) = watch::channel(None);
+                tokio::spawn(write_statuses(
+                    Api::all(home.clone()),
+                    name.to_string(),
+                    decided,
+                ));
+                latest
+            })
+            .send_replace(Some(status));
+    }
+}
+
+/// Writes member `name`'s status as it is decided, one write at a time,
+/// the latest decided next; ends when its sender goes (the member was
+/// deleted) and nothing is left to write. Writes sent side by side could
+/// land out of order: an older Ready=False after a newer Ready=True showed
+/// a member unready until the next probe round.
+async fn write_statuses(
+    api: Api<MemberCluster>,
+    name: String,
+    mut decided: watch::Receiver<Option<MemberClusterStatus>>,
+) {
+    while decided.changed().await.is_ok() {
+        let Some(status) = decided.borrow_and_update().clone() else {
+            continue;
+        };
+        let patch = Patch::Merge(json!({"status": status}));
+        if let Err(e) = api
+            .patch_status(&name, &PatchParams::default(), &patch)
+            .await
+        {
+            tracing::debug!(cluster = %name, error = %crate::telemetry::shown(&e), "writing MemberCluster status failed");
+        }
     }
 }
 
@@ -506,6 +534,7 @@ impl Handler<MemberObserved> for MemberSupervisor {
                 }
                 self.pod_policies.remove(&name);
                 self.recorded.remove(&name);
+                self.status_writers.remove(&name);
                 self.fenced.remove(&name);
                 self.health_step(ctx, &name, Event::Removed);
                 // A duplicate of it may be accepted now.

@@ -1,6 +1,7 @@
 //! Fault injection for one simulated cluster, driven through the `/_sim/`
 //! admin paths on the cluster's own port: partition, added latency, an error
-//! rate, dropping watch streams, and forced compaction.
+//! rate, failed or delayed requests of one kind, dropping watch streams, and
+//! forced compaction.
 
 use std::time::Duration;
 
@@ -28,6 +29,21 @@ pub struct Faults {
     /// The next requests of one kind to answer with an error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fail_requests: Option<FailRequests>,
+    /// The next requests of one kind to hold before they are served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_requests: Option<DelayRequests>,
+}
+
+/// Hold the next `count` requests with this verb on this resource (as in
+/// [`FailRequests`]) for `delay_ms` each, then serve them: an answer that
+/// comes after the answers to later requests, as a slow connection gives.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DelayRequests {
+    pub verb: String,
+    pub resource: String,
+    pub count: u32,
+    pub delay_ms: u64,
 }
 
 /// Fail the next `count` requests with this verb (`get`, `list`, `watch`,
@@ -55,6 +71,7 @@ struct FaultsUpdate {
     latency_ms: Option<u64>,
     error_rate: Option<f64>,
     fail_requests: Option<FailRequests>,
+    delay_requests: Option<DelayRequests>,
 }
 
 tokio::task_local! {
@@ -145,6 +162,23 @@ impl FaultState {
         failure
     }
 
+    /// How long the faults hold this kind of request, counted down.
+    pub fn delay(&self, verb: &str, resource: &str) -> Option<Duration> {
+        let mut delay = None;
+        self.tx.send_if_modified(|f| {
+            let Some(rule) = &mut f.delay_requests else {
+                return false;
+            };
+            if rule.verb != verb || rule.resource != resource || rule.count == 0 {
+                return false;
+            }
+            rule.count -= 1;
+            delay = Some(Duration::from_millis(rule.delay_ms));
+            true
+        });
+        delay
+    }
+
     fn update(&self, update: FaultsUpdate) -> Result<Faults, ApiError> {
         if update.error_rate.is_some_and(|r| !(0.0..=1.0).contains(&r)) {
             return Err(ApiError::bad_request("errorRate must be between 0 and 1"));
@@ -155,6 +189,9 @@ impl FaultState {
             f.error_rate = update.error_rate.unwrap_or(f.error_rate);
             if update.fail_requests.is_some() {
                 f.fail_requests = update.fail_requests.clone();
+            }
+            if update.delay_requests.is_some() {
+                f.delay_requests = update.delay_requests.clone();
             }
         });
         Ok(self.current())

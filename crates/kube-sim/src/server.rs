@@ -281,10 +281,13 @@ async fn resource(
     };
     let ty = rr.ty.clone();
     let ns = rr.namespace.clone().unwrap_or_default();
-    if let Some(access) = record_access(cluster, &rr, &method, &query, user_agent.as_deref())
-        && let Some(failure) = cluster.faults.targeted(access.verb, &access.resource)
-    {
-        return Err(failure);
+    if let Some(access) = record_access(cluster, &rr, &method, &query, user_agent.as_deref()) {
+        if let Some(failure) = cluster.faults.targeted(access.verb, &access.resource) {
+            return Err(failure);
+        }
+        if let Some(delay) = cluster.faults.delay(access.verb, &access.resource) {
+            tokio::time::sleep(delay).await;
+        }
     }
     if rr.scale {
         return scale(cluster, &rr, method, req, &content_type, &write).await;

@@ -22,10 +22,20 @@ import (
 // faults are the simulator's fault settings (ARCHITECTURE.md §5), the same
 // JSON on both grounds.
 type faults struct {
-	Partitioned  bool          `json:"partitioned"`
-	LatencyMs    uint64        `json:"latencyMs"`
-	ErrorRate    float64       `json:"errorRate"`
-	FailRequests *failRequests `json:"failRequests,omitempty"`
+	Partitioned   bool           `json:"partitioned"`
+	LatencyMs     uint64         `json:"latencyMs"`
+	ErrorRate     float64        `json:"errorRate"`
+	FailRequests  *failRequests  `json:"failRequests,omitempty"`
+	DelayRequests *delayRequests `json:"delayRequests,omitempty"`
+}
+
+// delayRequests holds the next Count requests with this verb on this
+// resource for DelayMs each, then serves them.
+type delayRequests struct {
+	Verb     string `json:"verb"`
+	Resource string `json:"resource"`
+	Count    uint32 `json:"count"`
+	DelayMs  uint64 `json:"delayMs"`
 }
 
 // failRequests fails the next Count requests with this verb on this
@@ -39,10 +49,11 @@ type failRequests struct {
 
 // faultsUpdate is a PUT body: fields left out keep their value.
 type faultsUpdate struct {
-	Partitioned  *bool         `json:"partitioned"`
-	LatencyMs    *uint64       `json:"latencyMs"`
-	ErrorRate    *float64      `json:"errorRate"`
-	FailRequests *failRequests `json:"failRequests"`
+	Partitioned   *bool          `json:"partitioned"`
+	LatencyMs     *uint64        `json:"latencyMs"`
+	ErrorRate     *float64       `json:"errorRate"`
+	FailRequests  *failRequests  `json:"failRequests"`
+	DelayRequests *delayRequests `json:"delayRequests"`
 }
 
 // verbAndResource reads a Kubernetes request as authorization does: its
@@ -105,6 +116,22 @@ func (p *faultProxy) targeted(r *http.Request) (int, bool) {
 		return http.StatusInternalServerError, true
 	}
 	return rule.Code, true
+}
+
+// delayed counts down a delay the faults hold for this request.
+func (p *faultProxy) delayed(r *http.Request) time.Duration {
+	verb, resource, ok := verbAndResource(r)
+	if !ok {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rule := p.current.DelayRequests
+	if rule == nil || rule.Count == 0 || rule.Verb != verb || rule.Resource != resource {
+		return 0
+	}
+	rule.Count--
+	return time.Duration(rule.DelayMs) * time.Millisecond
 }
 
 // faultProxy stands in front of one kube-apiserver on loopback: clients
@@ -209,6 +236,13 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		verb, resource, _ := verbAndResource(r)
 		writeStatus(w, code, reason, fmt.Sprintf("injected fault: %s %s fails", verb, resource))
 		return
+	}
+	if delay := p.delayed(r); delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
 	}
 	held := &heldWriter{ResponseWriter: w, proxy: p, ctx: r.Context()}
 	if !isWatch(r) {
@@ -380,6 +414,10 @@ func (p *faultProxy) update(u faultsUpdate) faults {
 	if u.FailRequests != nil {
 		rule := *u.FailRequests
 		p.current.FailRequests = &rule
+	}
+	if u.DelayRequests != nil {
+		rule := *u.DelayRequests
+		p.current.DelayRequests = &rule
 	}
 	switch {
 	case !wasPartitioned && p.current.Partitioned:

@@ -133,7 +133,7 @@ impl MemberSupervisor {
 
     /// A MemberCluster with home's name is never connected; its status says
     /// why (written when it changes).
-    pub(super) fn refuse_home_name(&self, member: &MemberCluster) {
+    pub(super) fn refuse_home_name(&mut self, member: &MemberCluster) {
         let refusal = member_identity::Refusal::NamedLikeHome {
             home: self.shared.home.name.clone(),
         };
