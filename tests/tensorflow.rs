@@ -530,6 +530,27 @@ fn last_step(log: &str) -> u32 {
         .unwrap_or(0)
 }
 
+/// The addresses `host` has in the hosts file that the chief process of
+/// job `uid` resolves names with (seen through the process's own root: the
+/// real ground mounts its pod's file there and rewrites it as the clusters'
+/// EndpointSlices change).
+fn chief_resolves(uid: &str, host: &str) -> Vec<String> {
+    processes_of(uid, "chief", 0, "ps_strategy.py")
+        .into_iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/root/etc/hosts")).ok())
+        .flat_map(|hosts| {
+            hosts
+                .lines()
+                .filter_map(|line| {
+                    let mut fields = line.split_whitespace();
+                    let address = fields.next()?;
+                    fields.any(|n| n == host).then(|| address.to_string())
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// Sends SIGSTOP or SIGCONT (`signal`) to the chief process(es) of job
 /// `uid`; how many took it.
 fn signal_chief(uid: &str, signal: &str) -> usize {
@@ -563,7 +584,12 @@ fn signal_chief(uid: &str, signal: &str) -> usize {
 /// (SIGSTOP) from its twentieth step until the loss is acted on: the loss then
 /// always comes mid-training, and tf-part's worker-1 is back before its
 /// chief goes on, however long TensorFlow takes to start on a loaded
-/// machine (much longer than the training left).
+/// machine (much longer than the training left). Its chief goes on once
+/// worker-1's name resolves to the new pod alone in the chief's own hosts
+/// file. (The new pod often gets the address the old one freed: the real
+/// ground keeps an address's hardware address, or the chief's neighbour
+/// cache sent worker-1's frames nowhere for up to 45 s and its training
+/// ended before it took worker-1 back, as in a CI run.)
 async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_otherwise() {
     const STEPS: u32 = 60;
     let f = tf_federation_with(FENCED_LOSS).await;
@@ -724,6 +750,21 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
             let log = pod_log(&f, "member-1", "tf-part-worker-1", 0).await;
             log.contains("worker-1: serving at ").then_some(())
         },
+    )
+    .await;
+    let worker_1 = Api::<Pod>::namespaced(f.clients["member-1"].clone(), &f.namespace)
+        .get("tf-part-worker-1")
+        .await
+        .expect("tf-part-worker-1 on member-1");
+    let address = worker_1
+        .status
+        .and_then(|s| s.pod_ip)
+        .expect("worker-1's pod address");
+    let name = format!("tf-part-worker-1.{}.svc.clusterset.local", f.namespace);
+    eventually(
+        "tf-part's chief resolving worker-1 to its pod on member-1 alone",
+        TEST_LIMIT,
+        async || (chief_resolves(&uids["tf-part"], &name) == [address.as_str()]).then_some(()),
     )
     .await;
     assert_eq!(signal_chief(&uids["tf-part"], "CONT"), 1, "tf-part's chief");

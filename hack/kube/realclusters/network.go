@@ -98,6 +98,12 @@ func (n *podNetwork) add() (name, ip string, err error) {
 		{"-n", hub, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", name},
 		{"-n", hub, "link", "set", port, "master", "br0"},
 		{"-n", hub, "link", "set", port, "up"},
+		// An address given again keeps its hardware address: the other
+		// pods' neighbour caches still map it to the namespace that had it,
+		// and with a new one their frames went nowhere for up to 45 s
+		// (a chief kept failing to reach a worker that moved to a freed
+		// address until its training ended).
+		{"-n", name, "link", "set", "eth0", "address", fmt.Sprintf("02:42:0a:f5:%02x:%02x", (number+1)/256, (number+1)%256)},
 		{"-n", name, "addr", "add", fmt.Sprintf("%s/%d", ip, podSubnetBits), "dev", "eth0"},
 		{"-n", name, "link", "set", "eth0", "up"},
 	}
