@@ -524,13 +524,11 @@ async fn a_server_that_becomes_another_cluster_is_refused_and_counts_no_pod_gone
     );
 }
 
-/// No member is used until home's identity is read (a member reaching
-/// home is refused by it). A controller whose first read of it fails reads
-/// it again a retry interval later, not a probe round later, and probes the
-/// members again at once: they are Ready within seconds, with the probe
-/// round here 20 s (before, they waited for that round, and a member probed
-/// a moment before home's identity came did too: 5 s of a bench's starts).
-async fn members_are_ready_as_soon_as_homes_identity_is_read(ground: Ground) {
+/// Starts a federation of two members with a 20 s probe round, waits for
+/// both to be Ready, restarts the controller with `faults` on home, and
+/// waits (10 s at most, half a probe round) until both are Ready again with
+/// a heartbeat of the new controller's.
+async fn ready_again_after_a_restart_under(ground: Ground, faults: Value) -> Federation {
     let mut f = federation(ground)
         .settings(
             "homeIsTarget: false\nmemberProbeIntervalMs: 20000\n\
@@ -542,11 +540,7 @@ async fn members_are_ready_as_soon_as_homes_identity_is_read(ground: Ground) {
         wait_ready(&f.members(), member, "True").await;
     }
     f.kill_controller();
-    set_faults(
-        &f.clients["home"],
-        json!({"failRequests": {"verb": "get", "resource": "namespaces", "count": 1, "code": 500}}),
-    )
-    .await;
+    set_faults(&f.clients["home"], faults).await;
     // Every heartbeat from here on is the next controller's.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let restarted = jiff::Timestamp::now();
@@ -564,6 +558,21 @@ async fn members_are_ready_as_soon_as_homes_identity_is_read(ground: Ground) {
         )
         .await;
     }
+    f
+}
+
+/// No member is used until home's identity is read (a member reaching
+/// home is refused by it). A controller whose first read of it fails reads
+/// it again a retry interval later, not a probe round later, and probes the
+/// members again at once: they are Ready within seconds, with the probe
+/// round here 20 s (before, they waited for that round, and a member probed
+/// a moment before home's identity came did too: 5 s of a bench's starts).
+async fn members_are_ready_as_soon_as_homes_identity_is_read(ground: Ground) {
+    let f = ready_again_after_a_restart_under(
+        ground,
+        json!({"failRequests": {"verb": "get", "resource": "namespaces", "count": 1, "code": 500}}),
+    )
+    .await;
     assert!(
         f.log()
             .contains("reading the home cluster's identity failed"),
@@ -582,39 +591,13 @@ async fn members_are_ready_as_soon_as_homes_identity_is_read(ground: Ground) {
 async fn a_members_status_ends_on_the_last_condition_however_late_an_earlier_write_is_answered(
     ground: Ground,
 ) {
-    let mut f = federation(ground)
-        .settings(
-            "homeIsTarget: false\nmemberProbeIntervalMs: 20000\n\
-             fenceAfterMs: 45000\nfencePodGraceMs: 5000\nclusterLostTimeoutMs: 60000\n",
-        )
-        .start()
-        .await;
-    for member in ["member-1", "member-2"] {
-        wait_ready(&f.members(), member, "True").await;
-    }
-    f.kill_controller();
-    set_faults(
-        &f.clients["home"],
+    let f = ready_again_after_a_restart_under(
+        ground,
         json!({"delayRequests": {"verb": "patch", "resource": "memberclusters/status",
             "count": 2, "delayMs": 1500}}),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let restarted = jiff::Timestamp::now();
-    f.restart_controller().await;
     let members = f.members();
-    for member in ["member-1", "member-2"] {
-        eventually(
-            &format!("{member} Ready again, heartbeat after the restart"),
-            Duration::from_secs(10),
-            async || {
-                let (ready, m) = ready_of(&members, member).await?;
-                let beat = m.status?.last_heartbeat_time?.0;
-                (ready == "True" && beat.as_second() >= restarted.as_second()).then_some(())
-            },
-        )
-        .await;
-    }
     let faults =
         sim_kube::admin_request(&f.clients["home"], hyper::Method::GET, "faults", None).await;
     assert_eq!(

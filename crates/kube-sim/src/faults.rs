@@ -74,6 +74,19 @@ struct FaultsUpdate {
     delay_requests: Option<DelayRequests>,
 }
 
+/// The count left after a rule for `rule_verb` on `rule_resource` with
+/// `count` left takes a request (`verb` on `resource`); None when it does
+/// not take it.
+fn takes(
+    rule_verb: &str,
+    rule_resource: &str,
+    count: u32,
+    verb: &str,
+    resource: &str,
+) -> Option<u32> {
+    (rule_verb == verb && rule_resource == resource && count > 0).then(|| count - 1)
+}
+
 tokio::task_local! {
     /// Set for requests on a cluster's direct port: no fault applies there
     /// (it stands for what runs inside the cluster, which a partition
@@ -139,44 +152,39 @@ impl FaultState {
 
     /// A failure the faults hold for this kind of request, counted down.
     pub fn targeted(&self, verb: &str, resource: &str) -> Option<ApiError> {
-        let mut failure = None;
-        self.tx.send_if_modified(|f| {
-            let Some(rule) = &mut f.fail_requests else {
-                return false;
+        self.count_down(|f| {
+            let rule = f.fail_requests.as_mut()?;
+            rule.count = takes(&rule.verb, &rule.resource, rule.count, verb, resource)?;
+            let reason = if rule.code == 429 {
+                "TooManyRequests"
+            } else {
+                "InternalError"
             };
-            if rule.verb != verb || rule.resource != resource || rule.count == 0 {
-                return false;
-            }
-            rule.count -= 1;
-            failure = Some(ApiError::new(
+            Some(ApiError::new(
                 rule.code,
-                if rule.code == 429 {
-                    "TooManyRequests"
-                } else {
-                    "InternalError"
-                },
+                reason,
                 format!("injected fault: {verb} {resource} fails"),
-            ));
-            true
-        });
-        failure
+            ))
+        })
     }
 
     /// How long the faults hold this kind of request, counted down.
     pub fn delay(&self, verb: &str, resource: &str) -> Option<Duration> {
-        let mut delay = None;
+        self.count_down(|f| {
+            let rule = f.delay_requests.as_mut()?;
+            rule.count = takes(&rule.verb, &rule.resource, rule.count, verb, resource)?;
+            Some(Duration::from_millis(rule.delay_ms))
+        })
+    }
+
+    /// What `rule` gives, the faults changed only when it gives something.
+    fn count_down<T>(&self, rule: impl FnOnce(&mut Faults) -> Option<T>) -> Option<T> {
+        let mut given = None;
         self.tx.send_if_modified(|f| {
-            let Some(rule) = &mut f.delay_requests else {
-                return false;
-            };
-            if rule.verb != verb || rule.resource != resource || rule.count == 0 {
-                return false;
-            }
-            rule.count -= 1;
-            delay = Some(Duration::from_millis(rule.delay_ms));
-            true
+            given = rule(f);
+            given.is_some()
         });
-        delay
+        given
     }
 
     fn update(&self, update: FaultsUpdate) -> Result<Faults, ApiError> {
