@@ -2307,6 +2307,14 @@ async fn measure(
     })
 }
 
+/// (f)'s first run: the same jobs submitted with the controller running.
+struct Arriving {
+    /// The controller's RSS with every job live, MiB.
+    steady: f64,
+    /// First submit → every job Running.
+    done_in: Duration,
+}
+
 /// (f): the jobs submitted with the controller running (its steady RSS
 /// with them live), then on fresh clusters the same jobs created first and
 /// the controller started after: time to all Running against the ground's
@@ -2318,27 +2326,30 @@ async fn measure_backlog(
     dir: &Path,
 ) -> anyhow::Result<Figures> {
     let quiet = Duration::from_secs(if settings.smoke { 1 } else { 5 });
-    let steady = {
+    let arriving = {
         let dir = dir.join("arriving");
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut ground = start_ground(w, settings.ground, binary, &dir).await?;
         let (mut controller, port) = start_controller(binary, &dir, settings, w.members).await?;
         let track: Shared = Arc::default();
         let _watches = watch_jobs_and_pods(&dir, w.members, &track).await?;
+        let cpu_before = tree_cpu_seconds(controller.pid()) + tree_cpu_seconds(ground.pid());
         let first_submit = Instant::now();
         submit(w, &dir, &track).await?;
         let deadline = first_submit + w.deadline(settings);
         wait_for_jobs(w, &track, &mut [&mut controller, &mut ground], deadline).await?;
         let done_in = first_submit.elapsed();
+        let cpu = tree_cpu_seconds(controller.pid()) + tree_cpu_seconds(ground.pid()) - cpu_before;
         settle(port, &mut controller, quiet).await?;
         let steady = proc_status_mib(controller.pid(), "VmRSS").unwrap_or(f64::NAN);
         let peak = proc_status_mib(controller.pid(), "VmHWM").unwrap_or(f64::NAN);
         println!(
-            "  arriving with the controller running: every job Running {:.2} s after the first submit; controller RSS {steady:.0} MiB with all {} jobs live (peak {peak:.0} MiB)",
+            "  arriving with the controller running: every job Running {:.2} s after the first submit (controller and sim busy {:.2} cores); controller RSS {steady:.0} MiB with all {} jobs live (peak {peak:.0} MiB)",
             done_in.as_secs_f64(),
+            cpu / done_in.as_secs_f64(),
             w.jobs
         );
-        steady
+        Arriving { steady, done_in }
     };
 
     let mut ground = start_ground(w, settings.ground, binary, dir).await?;
@@ -2393,9 +2404,16 @@ async fn measure_backlog(
         }
     );
     println!(
-        "  CPU over the drain: controller {controller_cpu:.2} s, the sim {clusters_cpu:.2} s, in {:.2} s on {} cores",
+        "  CPU over the drain: controller {controller_cpu:.2} s, the sim {clusters_cpu:.2} s, in {:.2} s on {} cores (busy {:.2} cores)",
         drained_in.as_secs_f64(),
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        (controller_cpu + clusters_cpu) / drained_in.as_secs_f64()
+    );
+    // Whether a backlog still waits on something of its own: the same jobs
+    // arriving with the controller running are the machine's pace.
+    println!(
+        "  drain pace ÷ the same jobs' pace arriving with the controller running: {:.2}",
+        arriving.done_in.as_secs_f64() / drained_in.as_secs_f64()
     );
     // What the drain asked of the API servers, per job (its last status
     // writes included): the profile of where its time could go.
@@ -2409,6 +2427,7 @@ async fn measure_backlog(
         per_job.join(", ")
     );
     let after = proc_status_mib(controller.pid(), "VmRSS").unwrap_or(f64::NAN);
+    let steady = arriving.steady;
     let ratio_peak = peak / steady;
     println!(
         "  controller RSS: peak during the drain {peak:.0} MiB, after it {after:.0} MiB; steady state with the same jobs arriving {steady:.0} MiB; peak ÷ steady {ratio_peak:.2}{}",
