@@ -501,31 +501,45 @@ pub fn merge_update(
 /// Whether the change from `old` to `new` touches anything but metadata and
 /// status, which is what moves `metadata.generation`.
 pub fn spec_changed(old: &Value, new: &Value, status_subresource: bool) -> bool {
-    let strip = |v: &Value| -> Value {
-        let mut v = v.clone();
-        if let Some(o) = v.as_object_mut() {
-            o.remove("metadata");
-            if status_subresource {
-                o.remove("status");
-            }
-        }
-        v
-    };
-    strip(old) != strip(new)
+    match (old.as_object(), new.as_object()) {
+        (Some(old), Some(new)) => !same_except(old, new, |field| {
+            field == "metadata" || (status_subresource && field == "status")
+        }),
+        _ => old != new,
+    }
 }
 
 /// Two objects are the same write when they differ at most in managedFields
 /// (upstream drops timestamp-only managedFields changes of no-op writes).
 pub fn same_object(a: &Value, b: &Value) -> bool {
-    let strip = |v: &Value| -> Value {
-        let mut v = v.clone();
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("managedFields");
-            m.remove("resourceVersion");
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => {
+            same_except(a, b, |field| field == "metadata")
+                && match (a.get("metadata"), b.get("metadata")) {
+                    (Some(Value::Object(a)), Some(Value::Object(b))) => {
+                        same_except(a, b, |field| {
+                            field == "managedFields" || field == "resourceVersion"
+                        })
+                    }
+                    (a, b) => a == b,
+                }
         }
-        v
-    };
-    strip(a) == strip(b)
+        _ => a == b,
+    }
+}
+
+/// Whether two maps hold the same fields, the `ignored` ones aside (compared
+/// in place: every write asks, and objects are large).
+fn same_except(
+    a: &Map<String, Value>,
+    b: &Map<String, Value>,
+    ignored: impl Fn(&str) -> bool,
+) -> bool {
+    let kept = |m: &Map<String, Value>| m.iter().filter(|(field, _)| !ignored(field)).count();
+    kept(a) == kept(b)
+        && a.iter()
+            .filter(|(field, _)| !ignored(field))
+            .all(|(field, value)| b.get(field) == Some(value))
 }
 
 /// Drops empty metadata collections, as Go's `omitempty` does upstream
@@ -587,6 +601,97 @@ pub fn string_map(value: Option<&Value>) -> std::collections::BTreeMap<String, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_is_the_same_object_when_only_managed_fields_or_the_version_differ() {
+        let pod = json!({"metadata": {"name": "p", "resourceVersion": "1", "managedFields": [{"manager": "a"}]}, "spec": {"x": 1}});
+        for (other, same) in [
+            (
+                json!({"metadata": {"name": "p", "resourceVersion": "2"}, "spec": {"x": 1}}),
+                true,
+            ),
+            (
+                json!({"metadata": {"name": "p", "resourceVersion": "1", "managedFields": [{"manager": "b"}]}, "spec": {"x": 1}}),
+                true,
+            ),
+            (
+                json!({"metadata": {"name": "p", "labels": {"a": "b"}}, "spec": {"x": 1}}),
+                false,
+            ),
+            (json!({"metadata": {"name": "p"}, "spec": {"x": 2}}), false),
+            (
+                json!({"metadata": {"name": "p"}, "spec": {"x": 1}, "status": {}}),
+                false,
+            ),
+            (json!({"metadata": {}, "spec": {"x": 1}}), false),
+            (json!({"spec": {"x": 1}}), false),
+            (json!({"metadata": "p", "spec": {"x": 1}}), false),
+        ] {
+            assert_eq!(same_object(&pod, &other), same, "{other}");
+            assert_eq!(same_object(&other, &pod), same, "{other}, reversed");
+        }
+        assert!(same_object(
+            &json!({"metadata": {}}),
+            &json!({"metadata": {"resourceVersion": "3"}})
+        ));
+        assert!(!same_object(&json!({"metadata": {}}), &json!({})));
+        assert!(same_object(&json!([1]), &json!([1])));
+    }
+
+    #[test]
+    fn only_a_change_outside_metadata_and_a_subresource_status_moves_the_generation() {
+        let old = json!({"metadata": {"name": "p"}, "spec": {"x": 1}, "status": {"phase": "A"}});
+        for (new, status_subresource, changed) in [
+            (
+                json!({"metadata": {"name": "p", "labels": {"a": "b"}}, "spec": {"x": 1}, "status": {"phase": "A"}}),
+                true,
+                false,
+            ),
+            (
+                json!({"metadata": {"name": "p"}, "spec": {"x": 1}, "status": {"phase": "B"}}),
+                true,
+                false,
+            ),
+            (
+                json!({"metadata": {"name": "p"}, "spec": {"x": 1}, "status": {"phase": "B"}}),
+                false,
+                true,
+            ),
+            (
+                json!({"metadata": {"name": "p"}, "spec": {"x": 1}}),
+                true,
+                false,
+            ),
+            (
+                json!({"metadata": {"name": "p"}, "spec": {"x": 1}}),
+                false,
+                true,
+            ),
+            (
+                json!({"metadata": {"name": "p"}, "spec": {"x": 2}, "status": {"phase": "A"}}),
+                true,
+                true,
+            ),
+            (
+                json!({"spec": {"x": 1}, "status": {"phase": "A"}, "data": 1}),
+                true,
+                true,
+            ),
+        ] {
+            assert_eq!(
+                spec_changed(&old, &new, status_subresource),
+                changed,
+                "{new} {status_subresource}"
+            );
+            assert_eq!(
+                spec_changed(&new, &old, status_subresource),
+                changed,
+                "{new} {status_subresource}, reversed"
+            );
+        }
+        assert!(spec_changed(&json!(1), &json!(2), true));
+        assert!(!spec_changed(&json!("a"), &json!("a"), true));
+    }
 
     #[test]
     fn pull_policy_is_always_for_latest_only() {
