@@ -1,4 +1,4 @@
-//! The `tfjob-federator` command line (contract: ARCHITECTURE.md §6).
+//! The `tfjob-federator` command line (contract: docs/src/design/command-line.md).
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -408,3 +408,348 @@ fn a_broken_link_or_anchor_is_found() {
     assert!(problems[1].contains("no heading with the id nope"));
     assert!(problems[2].contains("elsewhere.md") && problems[2].contains("not in the built book"));
 }
+
+/// The shell commands of a page's "Two commands" section, one per fenced
+/// block, in order.
+fn two_commands(page: &Path) -> Vec<String> {
+    let text = read(page);
+    let section = text
+        .split("\n## ")
+        .find(|s| s.starts_with("Two commands"))
+        .unwrap_or_else(|| panic!("{} has no \"Two commands\" section", page.display()));
+    section
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|block| {
+            block
+                .split_once("```")
+                .map(|(code, _)| code.trim().to_string())
+        })
+        .collect()
+}
+
+/// The workspace as `cargo metadata` sees it (no dependencies).
+fn cargo_metadata() -> serde_json::Value {
+    let cargo = option_env!("CARGO").unwrap_or("cargo");
+    let output = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--manifest-path",
+        ])
+        .arg(repo().join("Cargo.toml"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        output.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON")
+}
+
+/// The binary `cargo run <flags>` picks in the root package, by cargo's
+/// rule: `--bin NAME`, else `default-run`, else the only binary; an error
+/// in cargo's words otherwise.
+fn binary_cargo_runs(metadata: &serde_json::Value, flags: &[&str]) -> Result<String, String> {
+    if let Some(at) = flags.iter().position(|f| *f == "--bin") {
+        return flags
+            .get(at + 1)
+            .map(|name| name.to_string())
+            .ok_or_else(|| "--bin names no binary".to_string());
+    }
+    let root_manifest = repo().join("Cargo.toml");
+    let package = metadata["packages"]
+        .as_array()
+        .and_then(|packages| {
+            packages
+                .iter()
+                .find(|p| p["manifest_path"].as_str().map(Path::new) == Some(&root_manifest))
+        })
+        .expect("the root package is listed");
+    if let Some(default) = package["default_run"].as_str() {
+        return Ok(default.to_string());
+    }
+    let bins: Vec<&str> = package["targets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| {
+            t["kind"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == "bin"))
+        })
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    match bins.as_slice() {
+        [only] => Ok(only.to_string()),
+        _ => Err(format!(
+            "could not determine which binary to run; available binaries: {}",
+            bins.join(", ")
+        )),
+    }
+}
+
+/// The README's two commands (and the getting-started page's, the same)
+/// run as typed: `cargo run …` picks a binary that knows the subcommand,
+/// and `cargo test` at the root covers every crate of the workspace.
+#[test]
+fn the_readmes_two_commands_resolve() {
+    let metadata = cargo_metadata();
+    for page in [
+        repo().join("README.md"),
+        book_src().join("getting-started/index.md"),
+    ] {
+        let commands = two_commands(&page);
+        assert_eq!(commands.len(), 2, "{}: {commands:?}", page.display());
+        let run = &commands[0];
+        let (cargo_part, program_args) = run.split_once(" -- ").unwrap_or((run, ""));
+        let flags: Vec<&str> = cargo_part.split_whitespace().collect();
+        assert_eq!(flags[..2], ["cargo", "run"], "{}: {run}", page.display());
+        let binary = binary_cargo_runs(&metadata, &flags[2..])
+            .unwrap_or_else(|e| panic!("{}: `{run}` fails: {e}", page.display()));
+        let executable = match binary.as_str() {
+            "tfjob-federator" => env!("CARGO_BIN_EXE_tfjob-federator"),
+            "kubectl-tfjob" => env!("CARGO_BIN_EXE_kubectl-tfjob"),
+            other => panic!(
+                "{}: `{run}` runs {other}, a binary this test does not know",
+                page.display()
+            ),
+        };
+        // `--help` after the subcommand: clap answers 0 only if it exists.
+        let status = std::process::Command::new(executable)
+            .args(program_args.split_whitespace())
+            .arg("--help")
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("the binary runs");
+        assert!(
+            status.success(),
+            "{}: `{run} --help` exits {status}",
+            page.display()
+        );
+
+        assert_eq!(commands[1], "cargo test", "{}", page.display());
+    }
+    let sorted = |ids: &serde_json::Value| {
+        let mut ids: Vec<String> = ids
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|id| id.as_str().map(str::to_string))
+            .collect();
+        ids.sort();
+        ids
+    };
+    let members = sorted(&metadata["workspace_members"]);
+    let default_members = sorted(&metadata["workspace_default_members"]);
+    assert!(members.len() > 3, "the workspace's crates: {members:?}");
+    assert_eq!(
+        members, default_members,
+        "`cargo test` at the root must test every crate of the workspace"
+    );
+}
+
+/// Without `default-run`, two binaries make `cargo run` fail, as it did.
+#[test]
+fn cargo_runs_picks_as_cargo_does() {
+    let package = |default_run: serde_json::Value| {
+        serde_json::json!({
+            "packages": [{"manifest_path": repo().join("Cargo.toml"), "default_run": default_run, "targets": [
+                {"name": "a", "kind": ["bin"]},
+                {"name": "b", "kind": ["bin"]},
+                {"name": "c", "kind": ["lib"]}]}]
+        })
+    };
+    let two = package(serde_json::Value::Null);
+    let error = binary_cargo_runs(&two, &["--release"]).expect_err("two binaries, no default");
+    assert!(error.contains("available binaries: a, b"), "{error}");
+    assert_eq!(
+        binary_cargo_runs(&two, &["--bin", "b"]),
+        Ok("b".to_string())
+    );
+    let with_default = package(serde_json::json!("a"));
+    assert_eq!(
+        binary_cargo_runs(&with_default, &["--release"]),
+        Ok("a".to_string())
+    );
+}
+
+/// Every text file of the repository, sorted: what a clone has (build
+/// output and the built book aside).
+fn repository_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if path.is_dir() {
+                if !matches!(name, "target" | ".git") && path != book_src().join("../book") {
+                    walk(&path, out);
+                }
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&repo(), &mut files);
+    files.sort();
+    files
+}
+
+/// Every `../`-relative path in `text` (code spans and strings included)
+/// that, taken from `file`'s folder, leaves `root`; and every citation of a
+/// contract outside the repository.
+fn paths_leaving(root: &Path, file: &Path, text: &str) -> Vec<String> {
+    let outside_contract = concat!("ARCHITECTURE", ".md");
+    let dir = file.parent().expect("a file is in a folder");
+    let mut problems = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let at = format!("{}:{}", file.display(), number + 1);
+        if line.contains(outside_contract) {
+            problems.push(format!(
+                "{at}: cites {outside_contract}, which is not in the repository"
+            ));
+        }
+        let mut rest = line;
+        while let Some(start) = rest.find("../") {
+            // The path runs from its first `../` to the first character no
+            // path has.
+            let candidate = &rest[start..];
+            let len = candidate
+                .find(|c: char| !(c.is_alphanumeric() || "./_-".contains(c)))
+                .unwrap_or(candidate.len());
+            let path = &candidate[..len];
+            if !normalized(&dir.join(path)).starts_with(root) {
+                problems.push(format!("{at}: {path} leaves the repository"));
+            }
+            rest = &candidate[len.max(3)..];
+        }
+    }
+    problems
+}
+
+/// No file points outside the repository: a clone has nothing there.
+#[test]
+fn no_file_names_a_path_outside_the_repository() {
+    let root = repo();
+    let mut problems = Vec::new();
+    let mut read_files = 0;
+    for file in repository_files() {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue; // not text
+        };
+        read_files += 1;
+        problems.extend(paths_leaving(&root, &file, &text));
+    }
+    assert!(
+        read_files > 300,
+        "the repository's files were read: {read_files}"
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn a_planted_path_outside_is_found() {
+    let root = Path::new("/repo");
+    let page = root.join("docs/src/page.md");
+    // Written so that this file itself plants no such path.
+    let up = "../";
+    let text = format!(
+        "[in]({up}{up}README.md) `{up}{up}{up}outside/notes.md` and\n\
+         see {up}outside (and {up}{up}{up}{up}etc) or {}",
+        concat!("ARCHITECTURE", ".md")
+    );
+    let problems = paths_leaving(root, &page, &text);
+    assert_eq!(problems.len(), 3, "{problems:#?}");
+    assert!(problems[0].contains(&format!("page.md:1: {up}{up}{up}outside/notes.md leaves")));
+    assert!(problems[1].contains(concat!("page.md:2: cites ARCHITECTURE", ".md")));
+    assert!(problems[2].contains(&format!("page.md:2: {up}{up}{up}{up}etc leaves")));
+    let inside = paths_leaving(
+        root,
+        &page,
+        &format!("`{up}{up}tests/book.rs`, {up}api/index.md"),
+    );
+    assert!(inside.is_empty(), "{inside:?}");
+}
+
+/// The file map of "How the parts fit" names every source file: a
+/// newcomer finds each by its folder and its line there.
+#[test]
+fn the_file_map_names_every_source_file() {
+    let design = read(&book_src().join("design/index.md"));
+    let map = design
+        .split("```")
+        .nth(1)
+        .expect("design/index.md opens with the file map, a code block");
+    let mut unnamed = Vec::new();
+    for folder in ["src", "crates", "benches", "hack", "tests"] {
+        for file in repository_files()
+            .into_iter()
+            .filter(|f| f.starts_with(repo().join(folder)))
+        {
+            let name = file
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            let extension = file.extension().and_then(|e| e.to_str());
+            // Source: Rust, Go, Python and hack's scripts; data (corpora,
+            // regressions, go.sum) is named by its folder.
+            let source = matches!(extension, Some("rs" | "go" | "py"))
+                || (extension.is_none() && file.starts_with(repo().join("hack")));
+            if source && !map.contains(name) {
+                unnamed.push(
+                    file.strip_prefix(repo())
+                        .unwrap_or(&file)
+                        .display()
+                        .to_string(),
+                );
+            }
+        }
+    }
+    assert!(
+        unnamed.is_empty(),
+        "docs/src/design/index.md's file map does not name: {unnamed:#?}"
+    );
+}
+
+/// The command-line page lists every subcommand the binary has, and no
+/// other.
+#[test]
+fn the_command_line_page_names_every_subcommand() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tfjob-federator"))
+        .arg("--help")
+        .output()
+        .expect("the binary runs");
+    assert!(output.status.success(), "--help exits {}", output.status);
+    let help = String::from_utf8_lossy(&output.stdout);
+    let commands: BTreeSet<String> = help
+        .split("Commands:")
+        .nth(1)
+        .expect("--help lists its commands")
+        .lines()
+        .skip(1)
+        .take_while(|line| !line.trim().is_empty())
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|command| *command != "help")
+        .map(str::to_string)
+        .collect();
+    assert!(commands.len() >= 8, "the commands were read: {commands:?}");
+    let page = read(&book_src().join("design/command-line.md"));
+    let documented: BTreeSet<String> = page
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .filter_map(|rest| rest.split([' ', '`']).next())
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        documented, commands,
+        "docs/src/design/command-line.md's table and `tfjob-federator --help`"
+    );
+}

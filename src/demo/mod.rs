@@ -1,6 +1,6 @@
 //! `tfjob-federator demo`: simulated clusters, the controller and example
 //! jobs in one process, with live progress and a summary
-//! (ARCHITECTURE.md §6). `progress` and `manifest` hold the logic, pure;
+//! (docs/src/design/command-line.md). `progress` and `manifest` hold the logic, pure;
 //! `session` wires the simulator and the controller together over HTTP,
 //! as the command line is the one place allowed to start both.
 

@@ -1,6 +1,7 @@
 //! The simulated kubelet: moves bound pods through their phases as the
-//! `sim.federation.tfjob.io/` annotations say (ARCHITECTURE.md §5), and
-//! finishes graceful deletions.
+//! `sim.federation.tfjob.io/` annotations say
+//! (docs/src/testing/simulated-clusters.md), and finishes graceful
+//! deletions.
 //!
 //! | annotation | meaning | default |
 //! |---|---|---|

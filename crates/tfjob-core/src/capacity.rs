@@ -167,15 +167,18 @@ impl<'de> Deserialize<'de> for PodUsage {
 
 crate::observed::pod_resource!(PodUsage);
 
-fn schedulable(node: &Node) -> bool {
-    let ready = node
-        .status
+/// The node's `Ready` condition is `True`.
+pub fn node_ready(node: &Node) -> bool {
+    node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .into_iter()
         .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
-    ready
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+fn schedulable(node: &Node) -> bool {
+    node_ready(node)
         && !node
             .spec
             .as_ref()

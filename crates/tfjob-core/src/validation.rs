@@ -101,7 +101,7 @@ impl Errors {
     }
 }
 
-/// Checks a job's name and spec against every rule of ARCHITECTURE.md §4.
+/// Checks a job's name and spec against every rule of docs/src/design/api-semantics.md.
 pub fn validate(job: &TensorFlowTrainingJob) -> Result<(), ValidationError> {
     let mut errors = Errors::default();
     let spec = &job.spec;

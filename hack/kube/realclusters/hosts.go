@@ -277,16 +277,5 @@ func (r *hostsRegistry) export(cluster string, obj any, deleted bool) {
 // (multicluster.x-k8s.io/v1alpha1), served by every cluster of the run so
 // that a member with `exportServices` can export its replicas' services.
 func serviceExportCRD() *unstructured.Unstructured {
-	return object(map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": "serviceexports.multicluster.x-k8s.io"},
-		"spec": map[string]any{
-			"group": "multicluster.x-k8s.io", "scope": "Namespaced",
-			"names": map[string]any{"plural": "serviceexports", "singular": "serviceexport", "kind": "ServiceExport", "listKind": "ServiceExportList", "shortNames": []any{"svcex"}},
-			"versions": []any{map[string]any{
-				"name": "v1alpha1", "served": true, "storage": true, "subresources": map[string]any{"status": map[string]any{}},
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-			}},
-		},
-	})
+	return namespacedCRD("multicluster.x-k8s.io", "v1alpha1", "ServiceExport", "serviceexports", "svcex")
 }

@@ -132,6 +132,10 @@ func (k *kubelet) observe(ctx context.Context, obj any) {
 	if !ok || pod.Spec.NodeName == "" {
 		return
 	}
+	node, exists, err := k.nodes.GetByKey(pod.Spec.NodeName)
+	if err == nil && exists && !isKwokNode(node.(*corev1.Node)) {
+		return // a real node's kubelet runs it (realnode.go)
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if pod.DeletionTimestamp != nil {
@@ -148,7 +152,6 @@ func (k *kubelet) observe(ctx context.Context, obj any) {
 	if k.started[pod.UID] || pod.Status.Phase != corev1.PodPending {
 		return
 	}
-	node, exists, err := k.nodes.GetByKey(pod.Spec.NodeName)
 	if err != nil || !exists {
 		return // bound to a node that does not exist: stays Pending
 	}

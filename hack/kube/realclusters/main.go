@@ -1,8 +1,9 @@
 // Command real-clusters starts N real Kubernetes control planes on loopback
-// with the contract of `tfjob-federator sim` (ARCHITECTURE.md §5-6):
+// with the contract of `tfjob-federator sim` (docs/src/design/command-line.md,
+// docs/src/testing/real-clusters.md):
 //
 //	real-clusters --clusters N --kubeconfig-dir DIR [--nodes K] [--gpus-per-node G]
-//	    [--cpu-per-node C] [--memory-per-node M] [--register]
+//	    [--cpu-per-node C] [--memory-per-node M] [--register] [--real-nodes]
 //
 // writes DIR/<name>.kubeconfig (clusters home, member-1, …) and
 // DIR/<name>.direct.kubeconfig (the same admin, to the API server itself,
@@ -14,7 +15,9 @@
 // Per cluster: kube-apiserver (RBAC, the default admission plugins with Pod
 // Security, service-account tokens), kube-controller-manager, kube-scheduler,
 // kwok faking K nodes, the pod-lifecycle helper of kubelet.go, and a fault
-// proxy (proxy.go) that the written kubeconfig points at. One etcd serves
+// proxy (proxy.go) that the written kubeconfig points at. With --real-nodes
+// each cluster also gets one real node (realnode.go: kubelet, containerd,
+// CNI, kube-proxy), `<cluster>-node`, beside the K fake ones. One etcd serves
 // every cluster, each under its own key prefix: a cluster is its API
 // server's keys, and one etcd starts faster and weighs less than N; faults
 // are injected at the proxy, never at etcd, so sharing it changes nothing a
@@ -56,6 +59,7 @@ type options struct {
 	gpus          int
 	cpu, memory   string
 	register      bool
+	realNodes     bool
 	processEnv    []string
 }
 
@@ -79,9 +83,10 @@ func main() {
 		return nil
 	})
 	flag.BoolVar(&o.register, "register", false, "install the CRDs on home and register the other clusters as members, with the identity of deploy/member-rbac.yaml")
+	flag.BoolVar(&o.realNodes, "real-nodes", false, "give every cluster a real node <cluster>-node (kubelet, containerd, CNI, kube-proxy; needs root), tainted "+realNodeTaint+"=true:NoSchedule beside kwok's nodes and untainted with --nodes 0, advertising the --gpus-per-node GPUs")
 	flag.Parse()
-	if o.kubeconfigDir == "" || o.clusters < 1 {
-		fmt.Fprintln(os.Stderr, "usage: real-clusters --clusters N --kubeconfig-dir DIR [--nodes K] [--gpus-per-node G] [--cpu-per-node C] [--memory-per-node M] [--register] [--process-env NAME=VALUE]…")
+	if o.kubeconfigDir == "" || o.clusters < 1 || o.nodes < 0 || (o.nodes == 0 && !o.realNodes) {
+		fmt.Fprintln(os.Stderr, "usage: real-clusters --clusters N --kubeconfig-dir DIR [--nodes K] [--gpus-per-node G] [--cpu-per-node C] [--memory-per-node M] [--register] [--real-nodes] [--process-env NAME=VALUE]…")
 		os.Exit(2)
 	}
 	// Asked to stop (a signal, or standard input closed) is a clean end; a
@@ -102,6 +107,9 @@ func main() {
 		err = context.Cause(ctx)
 	}
 	stop()
+	// Stopping removes the real nodes' containers, mounts and cgroups: a
+	// second signal must not cut that short (SIGKILL still does).
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM)
 	procs.stopAll()
 	if err != nil {
 		logf("%v", err)
@@ -111,7 +119,7 @@ func main() {
 
 func run(ctx context.Context, o options, procs *processes) error {
 	started := time.Now()
-	bin, err := binDir()
+	bin, err := binDir(o.realNodes)
 	if err != nil {
 		return err
 	}
@@ -124,6 +132,7 @@ func run(ctx context.Context, o options, procs *processes) error {
 		return err
 	}
 	procs.removeAfter(work)
+	logf("work in %s", work)
 	logs := filepath.Join(o.kubeconfigDir, "logs")
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		return err
@@ -138,6 +147,12 @@ func run(ctx context.Context, o options, procs *processes) error {
 	if err != nil {
 		return err
 	}
+	var images []string
+	if o.realNodes {
+		if images, err = nodeImages(bin); err != nil {
+			return err
+		}
+	}
 	names := []string{"home"}
 	for i := 1; i < o.clusters; i++ {
 		names = append(names, fmt.Sprintf("member-%d", i))
@@ -149,7 +164,7 @@ func run(ctx context.Context, o options, procs *processes) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			clusters[i], errs[i] = startCluster(ctx, procs, runtime, bin, work, logs, etcd, name, o)
+			clusters[i], errs[i] = startCluster(ctx, procs, runtime, bin, work, logs, etcd, name, images, o)
 		}()
 	}
 	wg.Wait()
@@ -164,6 +179,11 @@ func run(ctx context.Context, o options, procs *processes) error {
 		direct := filepath.Join(o.kubeconfigDir, c.name+".direct.kubeconfig")
 		if err := clientcmd.WriteToFile(*c.kubeconfig(c.direct), direct); err != nil {
 			return err
+		}
+	}
+	if o.realNodes {
+		if err := runMCSImporter(ctx, clusters); err != nil {
+			return fmt.Errorf("the MCS importer: %w", err)
 		}
 	}
 	if o.register {
@@ -186,18 +206,40 @@ func run(ctx context.Context, o options, procs *processes) error {
 }
 
 // binDir is where the built components are: beside this executable.
-func binDir() (string, error) {
+func binDir(realNodes bool) (string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", err
 	}
 	dir := filepath.Dir(self)
-	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
+	names := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+	if realNodes {
+		names = append(names, "kubelet", "kube-proxy", "pause", "coredns")
+	}
+	for _, name := range names {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			return "", fmt.Errorf("%s is missing in %s: run hack/build-kube", name, dir)
 		}
 	}
 	return dir, nil
+}
+
+// nodeImages are the layout tars of the real nodes' images, made once
+// into target/kube/images (images.go).
+func nodeImages(bin string) ([]string, error) {
+	specs, err := imageSpecs(bin)
+	if err != nil {
+		return nil, err
+	}
+	tars := make([]string, 0, len(specs))
+	for _, spec := range specs {
+		tar, err := imageTar(filepath.Join(filepath.Dir(bin), "images"), spec)
+		if err != nil {
+			return nil, err
+		}
+		tars = append(tars, tar)
+	}
+	return tars, nil
 }
 
 // processes are the children; each dies with this process (Pdeathsig) even
@@ -207,7 +249,15 @@ type processes struct {
 	children []child
 	stopping bool
 	died     context.CancelCauseFunc
+	cleanups []func() // run once the children are gone, before leftover is removed
 	leftover []string // directories removed once the children are gone
+}
+
+// cleanUpAfter has clean run once every child is stopped.
+func (p *processes) cleanUpAfter(clean func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cleanups = append(p.cleanups, clean)
 }
 
 // removeAfter has dir removed once every child is stopped.
@@ -270,6 +320,9 @@ func (p *processes) stopAll() {
 			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 			<-c.exited
 		}
+	}
+	for _, clean := range p.cleanups {
+		clean()
 	}
 	for _, dir := range p.leftover {
 		_ = os.RemoveAll(dir)
@@ -371,23 +424,9 @@ profiles:
 // (src/sim/mod.rs): every cluster has the kind the controller's gang
 // scheduling writes.
 func podGroupCRD() *unstructured.Unstructured {
-	return object(map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": "podgroups.scheduler.tensorstack.dev"},
-		"spec": map[string]any{
-			"group": "scheduler.tensorstack.dev", "scope": "Namespaced",
-			"names": map[string]any{"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup", "listKind": "PodGroupList", "shortNames": []any{"pg"}},
-			"versions": []any{map[string]any{
-				"name": "v1beta1", "served": true, "storage": true, "subresources": map[string]any{"status": map[string]any{}},
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-				"additionalPrinterColumns": []any{
-					map[string]any{"name": "MinMember", "type": "integer", "jsonPath": ".spec.minMember"},
-					map[string]any{"name": "Queue", "type": "string", "jsonPath": ".spec.queue"},
-					map[string]any{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-				},
-			}},
-		},
-	})
+	return namespacedCRD("scheduler.tensorstack.dev", "v1beta1", "PodGroup", "podgroups", "pg",
+		column{"MinMember", "integer", ".spec.minMember"}, column{"Queue", "string", ".spec.queue"},
+		column{"Age", "date", ".metadata.creationTimestamp"})
 }
 
 type cluster struct {
@@ -396,7 +435,16 @@ type cluster struct {
 	proxied    string // the fault proxy, for everyone else
 	adminToken string
 	pki        *pki
+	// With a real node: its network slot, the API server's port (the
+	// node reaches it at the slot's host address) and the node's and
+	// kube-proxy's identities.
+	slot                  *netSlot
+	port                  int
+	nodeToken, proxyToken string
 }
+
+// nodeServer is the API server as the real node reaches it.
+func (c *cluster) nodeServer() string { return fmt.Sprintf("https://%s:%d", c.slot.hostIP(), c.port) }
 
 func (c *cluster) kubeconfig(server string) *clientcmdapi.Config {
 	config := clientcmdapi.NewConfig()
@@ -419,34 +467,61 @@ func (c *cluster) restConfig(server string) (*rest.Config, error) {
 	return config, nil
 }
 
-func startCluster(ctx context.Context, procs *processes, runtime *processRuntime, bin, work, logs, etcd, name string, o options) (*cluster, error) {
+func startCluster(ctx context.Context, procs *processes, runtime *processRuntime, bin, work, logs, etcd, name string, images []string, o options) (*cluster, error) {
 	dir := filepath.Join(work, name)
-	p, err := makePKI(dir, name)
-	if err != nil {
-		return nil, err
-	}
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{name: name, direct: fmt.Sprintf("https://127.0.0.1:%d", port), adminToken: randomToken(), pki: p}
-	tokens := filepath.Join(dir, "tokens.csv")
-	if err := os.WriteFile(tokens, []byte(c.adminToken+",admin,admin,system:masters\n"), 0o600); err != nil {
+	c := &cluster{name: name, direct: fmt.Sprintf("https://127.0.0.1:%d", port), port: port, adminToken: randomToken()}
+	tokens := c.adminToken + ",admin,admin,system:masters\n"
+	// kwok's clusters: the API server on loopback, no endpoints for the
+	// `kubernetes` Service (no pod calls it), the kwok nodes' ExternalIP
+	// 127.0.0.1, where logs.go serves their kubelet API.
+	address := []string{"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--service-cluster-ip-range=10.96.0.0/16", "--endpoint-reconciler-type=none",
+		"--kubelet-preferred-address-types=ExternalIP"}
+	var serverIPs []string
+	if o.realNodes {
+		if c.slot, err = takeNetSlot(); err != nil {
+			return nil, err
+		}
+		if err := makeNodeNetwork(c.slot); err != nil {
+			_ = ipCommand("netns", "del", c.slot.netns())
+			return nil, fmt.Errorf("%s: the real node's network: %w", name, err)
+		}
+		serverIPs = []string{c.slot.hostIP(), c.slot.kubernetesIP()}
+		c.nodeToken, c.proxyToken = randomToken(), randomToken()
+		tokens += c.nodeToken + ",system:node:" + name + "-node,node-" + name + ",system:nodes\n"
+		tokens += c.proxyToken + ",system:kube-proxy,kube-proxy-" + name + "\n"
+		// The real node reaches the API server at the slot's host
+		// address, and so do its pods through the `kubernetes` Service;
+		// the API server reaches a kwok node at its ExternalIP, the real
+		// one (which has none) at its InternalIP.
+		address = []string{"--bind-address=0.0.0.0", "--advertise-address=" + c.slot.hostIP(),
+			"--service-cluster-ip-range=" + c.slot.serviceCIDR(),
+			"--kubelet-preferred-address-types=ExternalIP,InternalIP"}
+	}
+	p, err := makePKI(dir, name, serverIPs)
+	if err != nil {
 		return nil, err
 	}
-	err = procs.start(logs, name+"-kube-apiserver", filepath.Join(bin, "kube-apiserver"),
+	c.pki = p
+	tokensFile := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokensFile, []byte(tokens), 0o600); err != nil {
+		return nil, err
+	}
+	err = procs.start(logs, name+"-kube-apiserver", filepath.Join(bin, "kube-apiserver"), append(address,
 		"--etcd-servers="+etcd, "--etcd-prefix=/"+name,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
+		fmt.Sprintf("--secure-port=%d", port),
 		"--tls-cert-file="+p.serverCert, "--tls-private-key-file="+p.serverKey,
-		"--token-auth-file="+tokens,
+		"--client-ca-file="+p.caFile,
+		"--kubelet-client-certificate="+p.kubeletClientCert, "--kubelet-client-key="+p.kubeletClientKey,
+		"--token-auth-file="+tokensFile,
 		"--authorization-mode=Node,RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+p.saPub, "--service-account-signing-key-file="+p.saKey,
-		"--service-cluster-ip-range=10.96.0.0/16",
-		"--allow-privileged=true", "--endpoint-reconciler-type=none", "--profiling=false",
-		// The nodes' ExternalIP is 127.0.0.1, where logs.go serves their
-		// kubelet API: `kubectl logs` stays on loopback.
-		"--kubelet-preferred-address-types=ExternalIP")
+		"--allow-privileged=true", "--profiling=false")...)
 	if err != nil {
 		return nil, err
 	}
@@ -477,6 +552,12 @@ func startCluster(ctx context.Context, procs *processes, runtime *processRuntime
 	if err := applier.apply(ctx, serviceExportCRD()); err != nil {
 		return nil, err
 	}
+	// ServiceImport, which CoreDNS reads and the MCS importer writes.
+	if o.realNodes {
+		if err := applier.apply(ctx, serviceImportCRD()); err != nil {
+			return nil, err
+		}
+	}
 	if name == "home" && o.register {
 		crds, err := repoFile("deploy/crds/crds.yaml")
 		if err != nil {
@@ -491,13 +572,19 @@ func startCluster(ctx context.Context, procs *processes, runtime *processRuntime
 	if err := clientcmd.WriteToFile(*c.kubeconfig(c.direct), componentConfig); err != nil {
 		return nil, err
 	}
+	// Everything but what needs volumes, a cloud or a CSR signer, and
+	// node-ipam unless a real node needs its pod CIDR.
+	controllers := "--controllers=*,-persistentvolume-attach-detach-controller,-persistentvolume-binder-controller,-persistentvolume-expander-controller,-ephemeral-volume-controller,-certificatesigningrequest-signing-controller,-certificatesigningrequest-approving-controller,-certificatesigningrequest-cleaner-controller"
+	ipam := []string{controllers + ",-node-ipam-controller"}
+	if c.slot != nil {
+		ipam = []string{controllers, "--allocate-node-cidrs=true", "--cluster-cidr=" + c.slot.podCIDR(),
+			"--node-cidr-mask-size=24", "--service-cluster-ip-range=" + c.slot.serviceCIDR()}
+	}
 	err = errors.Join(
-		procs.start(logs, name+"-kube-controller-manager", filepath.Join(bin, "kube-controller-manager"),
+		procs.start(logs, name+"-kube-controller-manager", filepath.Join(bin, "kube-controller-manager"), append(ipam,
 			"--kubeconfig="+componentConfig, "--leader-elect=false", "--secure-port=0",
 			"--use-service-account-credentials=true",
-			"--service-account-private-key-file="+p.saKey, "--root-ca-file="+p.caFile,
-			// Everything but what needs volumes, a cloud or a CSR signer.
-			"--controllers=*,-node-ipam-controller,-persistentvolume-attach-detach-controller,-persistentvolume-binder-controller,-persistentvolume-expander-controller,-ephemeral-volume-controller,-certificatesigningrequest-signing-controller,-certificatesigningrequest-approving-controller,-certificatesigningrequest-cleaner-controller"),
+			"--service-account-private-key-file="+p.saKey, "--root-ca-file="+p.caFile)...),
 		os.WriteFile(schedulerConfig, []byte(fmt.Sprintf(schedulerProfiles, componentConfig)), 0o644),
 		procs.start(logs, name+"-kube-scheduler", filepath.Join(bin, "kube-scheduler"),
 			"--config="+schedulerConfig, "--secure-port=0"),
@@ -528,6 +615,16 @@ func startCluster(ctx context.Context, procs *processes, runtime *processRuntime
 	if err := createNodes(ctx, client, name, o, kubeletAPI.port); err != nil {
 		return nil, fmt.Errorf("%s nodes: %w", name, err)
 	}
+	nodes := o.nodes
+	if c.slot != nil {
+		if err := startRealNode(ctx, procs, bin, dir, logs, c, client, images, o); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if err := startCoreDNS(ctx, applier, client, c); err != nil {
+			return nil, err
+		}
+		nodes++
+	}
 	if err := runKubelet(ctx, name, client, runtime, kubeletAPI); err != nil {
 		return nil, err
 	}
@@ -544,10 +641,10 @@ func startCluster(ctx context.Context, procs *processes, runtime *processRuntime
 	if c.proxied, err = proxy.serve(p.serverCert, p.serverKey); err != nil {
 		return nil, err
 	}
-	if err := waitNodesReady(ctx, client, o.nodes); err != nil {
+	if err := waitNodesReady(ctx, client, nodes); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	logf("%s: %d nodes ready; serving on %s", name, o.nodes, c.proxied)
+	logf("%s: %d nodes ready; serving on %s", name, nodes, c.proxied)
 	return c, nil
 }
 

@@ -181,7 +181,7 @@ func killNamespace(name string) {
 	}
 }
 
-var ourNamespace = regexp.MustCompile(`^rc([0-9]+)-(hub|[0-9]+)$`)
+var ourNamespace = regexp.MustCompile(`^rc([0-9]+)-(hub|[0-9]+|node[0-9]+)$`)
 
 // cleanStaleNetworks removes the namespaces (and their processes and
 // /etc/netns files) of launchers that are no longer running: a killed run's.

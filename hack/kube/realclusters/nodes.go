@@ -140,7 +140,7 @@ func waitNodesReady(ctx context.Context, client kubernetes.Interface, want int) 
 		if err == nil {
 			ready := 0
 			for _, node := range nodes.Items {
-				if nodeReady(&node) && len(node.Spec.Taints) == 0 {
+				if nodeReady(&node) && onlyOwnTaints(&node) {
 					ready++
 				}
 			}
@@ -155,6 +155,17 @@ func waitNodesReady(ctx context.Context, client kubernetes.Interface, want int) 
 		}
 	}
 	return fmt.Errorf("nodes not ready and untainted after 60s")
+}
+
+// onlyOwnTaints: the node carries no taint but the real node's own (the
+// node lifecycle's not-ready and unreachable taints are gone).
+func onlyOwnTaints(node *corev1.Node) bool {
+	for _, taint := range node.Spec.Taints {
+		if taint.Key != realNodeTaint {
+			return false
+		}
+	}
+	return true
 }
 
 func nodeReady(node *corev1.Node) bool {

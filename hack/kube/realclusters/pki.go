@@ -16,9 +16,11 @@ import (
 )
 
 // pki is one cluster's key material: a CA that signs the API server's and
-// the fault proxy's serving certificates, and the service-account key pair.
+// the fault proxy's serving certificates and the API server's client
+// certificate for kubelets, and the service-account key pair.
 type pki struct {
 	caFile, serverCert, serverKey, saKey, saPub string
+	kubeletClientCert, kubeletClientKey         string
 	caPEM                                       []byte
 }
 
@@ -35,9 +37,10 @@ func newKey() (*ecdsa.PrivateKey, []byte, error) {
 	return key, der, err
 }
 
-// makePKI writes the files into dir. Certificates last a week: clusters are
-// for tests and live minutes.
-func makePKI(dir, name string) (*pki, error) {
+// makePKI writes the files into dir; the serving certificate also names
+// serverIPs. Certificates last a week: clusters are for tests and live
+// minutes.
+func makePKI(dir, name string, serverIPs []string) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -73,7 +76,28 @@ func makePKI(dir, name string) (*pki, error) {
 		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
 	}
+	for _, ip := range serverIPs {
+		server.IPAddresses = append(server.IPAddresses, net.ParseIP(ip))
+	}
 	serverDER, err := x509.CreateCertificate(rand.Reader, server, ca, &serverKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	// What the API server shows a kubelet (logs, exec): the kubelet's
+	// webhook authorizer asks the API server, which lets system:masters.
+	kubeletClientKey, kubeletClientKeyDER, err := newKey()
+	if err != nil {
+		return nil, err
+	}
+	kubeletClient := &x509.Certificate{
+		SerialNumber: big.NewInt(3),
+		Subject:      pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(7 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	kubeletClientDER, err := x509.CreateCertificate(rand.Reader, kubeletClient, ca, &kubeletClientKey.PublicKey, caKey)
 	if err != nil {
 		return nil, err
 	}
@@ -90,12 +114,14 @@ func makePKI(dir, name string) (*pki, error) {
 		return nil, err
 	}
 	p := &pki{
-		caFile:     filepath.Join(dir, "ca.crt"),
-		serverCert: filepath.Join(dir, "server.crt"),
-		serverKey:  filepath.Join(dir, "server.key"),
-		saKey:      filepath.Join(dir, "sa.key"),
-		saPub:      filepath.Join(dir, "sa.pub"),
-		caPEM:      pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		caFile:            filepath.Join(dir, "ca.crt"),
+		serverCert:        filepath.Join(dir, "server.crt"),
+		serverKey:         filepath.Join(dir, "server.key"),
+		saKey:             filepath.Join(dir, "sa.key"),
+		saPub:             filepath.Join(dir, "sa.pub"),
+		kubeletClientCert: filepath.Join(dir, "kubelet-client.crt"),
+		kubeletClientKey:  filepath.Join(dir, "kubelet-client.key"),
+		caPEM:             pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
 	}
 	for _, f := range []struct {
 		path, kind string
@@ -106,6 +132,8 @@ func makePKI(dir, name string) (*pki, error) {
 		{p.serverKey, "EC PRIVATE KEY", serverKeyDER},
 		{p.saKey, "EC PRIVATE KEY", saKeyDER},
 		{p.saPub, "PUBLIC KEY", saPubDER},
+		{p.kubeletClientCert, "CERTIFICATE", kubeletClientDER},
+		{p.kubeletClientKey, "EC PRIVATE KEY", kubeletClientKeyDER},
 	} {
 		if err := writePEM(f.path, f.kind, f.der); err != nil {
 			return nil, fmt.Errorf("writing %s: %w", f.path, err)

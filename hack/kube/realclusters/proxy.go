@@ -19,8 +19,8 @@ import (
 	"time"
 )
 
-// faults are the simulator's fault settings (ARCHITECTURE.md §5), the same
-// JSON on both grounds.
+// faults are the simulator's fault settings
+// (docs/src/testing/simulated-clusters.md), the same JSON on both grounds.
 type faults struct {
 	Partitioned   bool           `json:"partitioned"`
 	LatencyMs     uint64         `json:"latencyMs"`

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -196,4 +197,34 @@ func memberIdentity(ctx context.Context, member *cluster, rbac string) ([]byte, 
 	kubeconfig := member.userKubeconfig()
 	kubeconfig.AuthInfos = map[string]*clientcmdapi.AuthInfo{member.name: {Token: token.Status.Token}}
 	return clientcmd.Write(*kubeconfig)
+}
+
+// column is a printer column of a CRD: its name, type and JSON path.
+type column struct{ name, kind, path string }
+
+// namespacedCRD is a CRD of one served version with a status subresource
+// and a schema that keeps whatever it is given: the launcher's kinds are
+// written by the controller and the test ground, which the tests check.
+func namespacedCRD(group, version, kind, plural, shortName string, columns ...column) *unstructured.Unstructured {
+	printed := make([]any, 0, len(columns))
+	for _, c := range columns {
+		printed = append(printed, map[string]any{"name": c.name, "type": c.kind, "jsonPath": c.path})
+	}
+	served := map[string]any{
+		"name": version, "served": true, "storage": true, "subresources": map[string]any{"status": map[string]any{}},
+		"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+	}
+	if len(printed) > 0 {
+		served["additionalPrinterColumns"] = printed
+	}
+	singular := strings.ToLower(kind)
+	return object(map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": plural + "." + group},
+		"spec": map[string]any{
+			"group": group, "scope": "Namespaced",
+			"names":    map[string]any{"plural": plural, "singular": singular, "kind": kind, "listKind": kind + "List", "shortNames": []any{shortName}},
+			"versions": []any{served},
+		},
+	})
 }

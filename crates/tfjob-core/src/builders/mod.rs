@@ -1,7 +1,7 @@
 //! Pure builders of every object the controller creates for a job
-//! (ARCHITECTURE.md §4): replica pods and headless services, `TF_CONFIG`,
-//! T9k `PodGroup`s and the `TensorBoard`. No API calls; the actors apply what
-//! these return.
+//! (docs/src/design/api-semantics.md and addressing.md): replica pods and
+//! headless services, `TF_CONFIG`, T9k `PodGroup`s and the `TensorBoard`.
+//! No API calls; the actors apply what these return.
 //!
 //! Decisions:
 //! - Every object carries [`JOB_NAME_LABEL`], [`JOB_UID_LABEL`] and

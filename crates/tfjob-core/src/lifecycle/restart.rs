@@ -1,6 +1,6 @@
 //! What happens when a replica's pod finishes: restart it, leave it, or end
 //! the job — per the replica's restart policy and the job's shared backoff
-//! budget (ARCHITECTURE.md §4). Pure: no API calls.
+//! budget (docs/src/design/api-semantics.md). Pure: no API calls.
 
 use crate::api::{CleanUpPolicy, ReplicaKey, ReplicaType, RestartPolicy};
 
