@@ -9,48 +9,14 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::federation::*;
 use common::fence::{direct_client, sample_jobs, start_fence};
+use common::tensorflow::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use serde_json::{Value, json};
-
-/// Each test's limit (the issue's: three minutes on our 2-core machine).
-const TEST_LIMIT: Duration = Duration::from_secs(180);
-
-/// The example job in `file`, named `name`, training `steps` steps, its
-/// replicas restarted `restart_policy`, with `spec` merged into its spec.
-fn example(file: &str, name: &str, steps: u32, spec: Value) -> Value {
-    let path = real::repo_path(&format!("config/examples/tensorflow/{file}"));
-    let text = std::fs::read_to_string(&path).expect("the example job");
-    let mut job: Value = serde_yaml::from_str(&text).expect("YAML");
-    job["metadata"]["name"] = json!(name);
-    for replica in job["spec"]["replicaSpecs"]
-        .as_array_mut()
-        .expect("replicaSpecs")
-    {
-        for env in replica["template"]["spec"]["containers"][0]["env"]
-            .as_array_mut()
-            .expect("env")
-        {
-            if env["name"] == "TRAIN_STEPS" {
-                env["value"] = json!(steps.to_string());
-            }
-        }
-    }
-    if let (Some(target), Some(extra)) = (job["spec"].as_object_mut(), spec.as_object()) {
-        for (key, value) in extra {
-            if value.is_null() {
-                target.remove(key);
-            } else {
-                target.insert(key.clone(), value.clone());
-            }
-        }
-    }
-    job
-}
 
 /// Home and two members exporting their services (clusterset.local names
 /// resolve), the controller as deployed, the TensorFlow venv ready, and the
@@ -68,200 +34,9 @@ async fn tf_federation_with(settings: &str) -> Federation {
     f
 }
 
-/// On a panic while it lives, prints the end of every log of the job's
-/// pods on every cluster, the previous attempt's too: what TensorFlow said
-/// when the job did not succeed.
-struct PrintLogsOnPanic<'a> {
-    f: &'a Federation,
-    job: &'a str,
-}
-
-impl Drop for PrintLogsOnPanic<'_> {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            return;
-        }
-        let selector = format!("{}={}", tfjob_core::builders::JOB_NAME_LABEL, self.job);
-        for cluster in self.f.clients.keys() {
-            for previous in ["--previous=false", "--previous=true"] {
-                let output = std::process::Command::new(common::kubectl::kubectl_binary())
-                    .arg("--kubeconfig")
-                    .arg(self.f.kubeconfig(cluster))
-                    .args(["logs", "-n", &self.f.namespace, "-l", &selector])
-                    .args(["--prefix", "--tail=40", "--max-log-requests=20", previous])
-                    .output();
-                let text = match &output {
-                    Ok(o) => format!(
-                        "{}{}",
-                        String::from_utf8_lossy(&o.stdout),
-                        String::from_utf8_lossy(&o.stderr)
-                    ),
-                    Err(e) => format!("kubectl did not run: {e}"),
-                };
-                eprintln!(
-                    "--- {}'s pod logs on {cluster} ({previous}) ---\n{text}",
-                    self.job
-                );
-            }
-        }
-    }
-}
-
-/// Waits until the job ends (Succeeded or Failed) and asserts Succeeded.
-async fn succeeded(f: &Federation, name: &str, limit: Duration) -> Value {
-    let _logs = PrintLogsOnPanic { f, job: name };
-    let done = f
-        .wait_job(name, "an end (Succeeded or Failed)", limit, |j| {
-            matches!(phase_of(j), "Succeeded" | "Failed")
-        })
-        .await;
-    assert_eq!(phase_of(&done), "Succeeded", "{name}: {}", done["status"]);
-    // The job's checkpoints (the examples' CHECKPOINT_DIR) are not kept.
-    let uid = done["metadata"]["uid"].as_str().unwrap_or_default();
-    let _ = std::fs::remove_dir_all(format!("/tmp/tfjob-federator-checkpoints/{name}-{uid}"));
-    done
-}
-
-/// `kubectl tfjob ARGS` against home.
-async fn plugin(kubeconfig: &std::path::Path, args: &[&str]) -> String {
-    let output = tokio::time::timeout(
-        Duration::from_secs(60),
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-tfjob"))
-            .args(args)
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .env_remove("KUBECONFIG")
-            .output(),
-    )
-    .await
-    .expect("kubectl-tfjob ends")
-    .expect("kubectl-tfjob runs");
-    assert!(
-        output.status.success(),
-        "kubectl tfjob {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// replica (`chief-0`) → its cluster, from the job's status.
-fn clusters_of(job: &Value) -> BTreeMap<String, String> {
-    let prefix = format!("{}-", job["metadata"]["name"].as_str().unwrap_or_default());
-    let mut out = BTreeMap::new();
-    for task in job["status"]["tasks"].as_array().into_iter().flatten() {
-        for replica in task["replicaStatus"].as_array().into_iter().flatten() {
-            if let (Some(cluster), Some(name)) =
-                (replica["cluster"].as_str(), replica["name"].as_str())
-            {
-                let replica = name.strip_prefix(&prefix).unwrap_or(name);
-                out.insert(replica.to_string(), cluster.to_string());
-            }
-        }
-    }
-    out
-}
-
-/// The `TF_CONFIG` of a replica's pod on `cluster`.
-async fn tf_config(f: &Federation, cluster: &str, pod: &str) -> Value {
-    let pods: Api<Pod> = Api::namespaced(f.clients[cluster].clone(), &f.namespace);
-    let pod = pods.get(pod).await.expect("the pod");
-    let env = pod.spec.expect("spec").containers[0]
-        .env
-        .clone()
-        .unwrap_or_default();
-    let text = env
-        .iter()
-        .find(|e| e.name == "TF_CONFIG")
-        .and_then(|e| e.value.clone())
-        .expect("TF_CONFIG in the pod");
-    serde_json::from_str(&text).expect("TF_CONFIG is JSON")
-}
-
-/// Every "host:port" of a TF_CONFIG's cluster, with its replica.
-fn addresses(config: &Value) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for (kind, list) in config["cluster"].as_object().expect("cluster") {
-        for (i, address) in list.as_array().expect("addresses").iter().enumerate() {
-            out.push((
-                format!("{kind}-{i}"),
-                address.as_str().unwrap_or_default().to_string(),
-            ));
-        }
-    }
-    out
-}
-
 async fn ps_job_spread_over_both_members_trains_to_success() {
     let f = tf_federation().await;
-    // The clusters are this test's from here (tests take turns on them).
-    let started = Instant::now();
-    f.submit(example("ps-strategy.yaml", "tf-ps", 40, json!({})))
-        .await;
-    // While it runs: the chief's TF_CONFIG names a peer on the other member
-    // by its clusterset.local address.
-    let running = f
-        .wait_job(
-            "tf-ps",
-            "every replica placed and running",
-            TEST_LIMIT,
-            |j| clusters_of(j).len() == 5 && j["status"]["aggregate"]["running"] == json!(5),
-        )
-        .await;
-    let placed = clusters_of(&running);
-    let used: std::collections::BTreeSet<&String> = placed.values().collect();
-    assert_eq!(used.len(), 2, "Spread uses both members: {placed:?}");
-    let chief_cluster = placed["chief-0"].clone();
-    let config = tf_config(&f, &chief_cluster, "tf-ps-chief-0").await;
-    assert_eq!(config["task"], json!({"type": "chief", "index": 0}));
-    let across: Vec<(String, String)> = addresses(&config)
-        .into_iter()
-        .filter(|(replica, _)| placed[replica] != chief_cluster)
-        .collect();
-    assert!(!across.is_empty(), "{placed:?}");
-    for (replica, address) in addresses(&config) {
-        assert!(
-            address.ends_with(".svc.clusterset.local:2222"),
-            "over two members every replica has its clusterset address: {replica} {address}"
-        );
-    }
-    let done = succeeded(&f, "tf-ps", TEST_LIMIT.saturating_sub(started.elapsed())).await;
-    assert_eq!(
-        done["status"]["backoffCount"],
-        json!(0),
-        "{}",
-        done["status"]
-    );
-    // The chief, the coordinator, reached every ps and worker (the variables
-    // live on the ps, the steps run on the workers): the last step's line
-    // proves it connected over the addresses of its TF_CONFIG, the
-    // clusterset.local ones included.
-    let log = plugin(
-        &f.kubeconfig("home"),
-        &["logs", "tf-ps", "-n", &f.namespace],
-    )
-    .await;
-    assert!(log.contains("chief-0: step 40/40 loss "), "{log}");
-    assert!(log.contains("chief-0: trained 40 steps"), "{log}");
-    for (_, address) in &across {
-        assert!(
-            log.contains(address.as_str()),
-            "the chief read {address} from TF_CONFIG: {log}"
-        );
-    }
-    let tail = plugin(
-        &f.kubeconfig("home"),
-        &["logs", "tf-ps", "-n", &f.namespace, "--tail", "1"],
-    )
-    .await;
-    assert!(
-        tail.starts_with("chief-0: trained 40 steps; checkpoint "),
-        "{tail}"
-    );
-    eprintln!(
-        "tf-ps trained over both members in {:.1?}",
-        started.elapsed()
-    );
-    assert!(started.elapsed() < TEST_LIMIT);
+    ps_job_trains_over_both_members(&f, example("ps-strategy.yaml", "tf-ps", 40, json!({}))).await;
 }
 
 async fn multi_worker_mirrored_job_spread_over_both_members_succeeds() {
@@ -277,8 +52,8 @@ async fn multi_worker_mirrored_job_spread_over_both_members_succeeds() {
         json!({"runPolicy": {"backoffLimit": 3, "cleanUpPolicy": "none"}}),
     ))
     .await;
-    let done = succeeded(&f, "tf-mwms", TEST_LIMIT).await;
-    eventually("worker-1 ended", TEST_LIMIT, async || {
+    let done = succeeded(&f, "tf-mwms", TF_TEST_LIMIT).await;
+    eventually("worker-1 ended", TF_TEST_LIMIT, async || {
         f.pods_on("tf-mwms", &["member-1", "member-2"])
             .await
             .values()
@@ -312,7 +87,7 @@ async fn multi_worker_mirrored_job_spread_over_both_members_succeeds() {
         "tf-mwms trained over both members in {:.1?}",
         started.elapsed()
     );
-    assert!(started.elapsed() < TEST_LIMIT);
+    assert!(started.elapsed() < TF_TEST_LIMIT);
 }
 
 /// The host processes of the job's replica `task` (`worker-1`): its
@@ -345,14 +120,14 @@ async fn a_worker_killed_under_on_failure_restarts_once_and_training_finishes() 
     f.submit(example("ps-strategy.yaml", "tf-kill", 600, json!({})))
         .await;
     let job = f
-        .wait_job("tf-kill", "the chief training", TEST_LIMIT, |j| {
+        .wait_job("tf-kill", "the chief training", TF_TEST_LIMIT, |j| {
             j["status"]["aggregate"]["running"] == json!(5)
         })
         .await;
     let uid = job["metadata"]["uid"].as_str().expect("uid").to_string();
     let placed = clusters_of(&job);
     // Once the chief printed a step, kill worker-1's process outright.
-    eventually("the chief's first steps", TEST_LIMIT, async || {
+    eventually("the chief's first steps", TF_TEST_LIMIT, async || {
         let pods: Api<Pod> = Api::namespaced(f.clients[&placed["chief-0"]].clone(), &f.namespace);
         let log = pods
             .logs("tf-kill-chief-0", &Default::default())
@@ -365,7 +140,7 @@ async fn a_worker_killed_under_on_failure_restarts_once_and_training_finishes() 
     // The replica restarts once: a new pod under the same name (its second
     // attempt on its member) whose process serves again while the chief
     // goes on (its log is the launcher's file: the pod goes with the job).
-    f.wait_job("tf-kill", "worker-1 restarted", TEST_LIMIT, |j| {
+    f.wait_job("tf-kill", "worker-1 restarted", TF_TEST_LIMIT, |j| {
         j["status"]["tasks"]
             .as_array()
             .into_iter()
@@ -379,12 +154,21 @@ async fn a_worker_killed_under_on_failure_restarts_once_and_training_finishes() 
         .join("logs/pods")
         .join(&placed["worker-1"])
         .join(format!("{}_tf-kill-worker-1/tensorflow/1.log", f.namespace));
-    eventually("the restarted worker-1 serving", TEST_LIMIT, async || {
-        let log = std::fs::read_to_string(&second).ok()?;
-        log.contains("worker-1: serving at ").then_some(log)
-    })
+    eventually(
+        "the restarted worker-1 serving",
+        TF_TEST_LIMIT,
+        async || {
+            let log = std::fs::read_to_string(&second).ok()?;
+            log.contains("worker-1: serving at ").then_some(log)
+        },
+    )
     .await;
-    let done = succeeded(&f, "tf-kill", TEST_LIMIT.saturating_sub(started.elapsed())).await;
+    let done = succeeded(
+        &f,
+        "tf-kill",
+        TF_TEST_LIMIT.saturating_sub(started.elapsed()),
+    )
+    .await;
     let tasks: BTreeMap<String, Value> = done["status"]["tasks"]
         .as_array()
         .expect("tasks")
@@ -426,7 +210,7 @@ async fn a_worker_killed_under_on_failure_restarts_once_and_training_finishes() 
         "tf-kill: a worker killed and training finished in {:.1?}",
         started.elapsed()
     );
-    assert!(started.elapsed() < TEST_LIMIT);
+    assert!(started.elapsed() < TF_TEST_LIMIT);
 }
 
 /// The settings of the loss scenario: members only; a member is lost 8 s
@@ -610,7 +394,7 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
         .await;
     }
     for hold in ["hold-1", "hold-2"] {
-        f.wait_phase(hold, "Running", TEST_LIMIT).await;
+        f.wait_phase(hold, "Running", TF_TEST_LIMIT).await;
     }
     let small = json!({"requests": {"cpu": "100m", "memory": "256Mi"}});
     f.submit(ps_job(
@@ -667,7 +451,7 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
     let mut uids = BTreeMap::new();
     for (job, layout) in &jobs {
         let running = f
-            .wait_job(job, "every replica running", TEST_LIMIT, |j| {
+            .wait_job(job, "every replica running", TF_TEST_LIMIT, |j| {
                 j["status"]["aggregate"]["running"] == json!(layout.len())
             })
             .await;
@@ -677,7 +461,7 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
     }
     for member in MEMBERS {
         let members = f.members();
-        eventually(&format!("{member} Fenced"), TEST_LIMIT, async || {
+        eventually(&format!("{member} Fenced"), TF_TEST_LIMIT, async || {
             let status = members.get(member).await.ok()?.status?;
             status
                 .conditions
@@ -689,14 +473,14 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
     }
     // Member-1 has room for what moves.
     for hold in ["hold-1", "hold-2"] {
-        f.wait_phase(hold, "Succeeded", TEST_LIMIT).await;
+        f.wait_phase(hold, "Succeeded", TF_TEST_LIMIT).await;
     }
     // A chief prints step 20 after its checkpoint of step 10 is written
     // (held at step 10 it may be mid-save, and a whole restart would find
     // no checkpoint). The three are watched together, each held as soon as
     // it is there: one waited for after another may have finished by then.
     let mut held_at = BTreeMap::new();
-    eventually("every chief at step 20, held", TEST_LIMIT, async || {
+    eventually("every chief at step 20, held", TF_TEST_LIMIT, async || {
         for (job, _) in &jobs {
             let chief = format!("{job}-chief-0");
             if held_at.contains_key(job)
@@ -732,20 +516,23 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
     // The whole failovers: counted (written before any teardown), then the
     // old chiefs go on to take their deletion.
     for job in ["tf-whole", "tf-ps-lost"] {
-        f.wait_job(job, "a whole failover counted", TEST_LIMIT, |j| {
+        f.wait_job(job, "a whole failover counted", TF_TEST_LIMIT, |j| {
             j["status"]["backoffCount"] == json!(1)
         })
         .await;
         signal_chief(&uids[job], "CONT");
     }
     let part = f
-        .wait_job("tf-part", "worker-1 running on member-1", TEST_LIMIT, |j| {
-            running_on(j, "member-1") == 4
-        })
+        .wait_job(
+            "tf-part",
+            "worker-1 running on member-1",
+            TF_TEST_LIMIT,
+            |j| running_on(j, "member-1") == 4,
+        )
         .await;
     eventually(
         "tf-part's worker-1 serving on member-1",
-        TEST_LIMIT,
+        TF_TEST_LIMIT,
         async || {
             let log = pod_log(&f, "member-1", "tf-part-worker-1", 0).await;
             log.contains("worker-1: serving at ").then_some(())
@@ -763,7 +550,7 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
     let name = format!("tf-part-worker-1.{}.svc.clusterset.local", f.namespace);
     eventually(
         "tf-part's chief resolving worker-1 to its pod on member-1 alone",
-        TEST_LIMIT,
+        TF_TEST_LIMIT,
         async || (chief_resolves(&uids["tf-part"], &name) == [address.as_str()]).then_some(()),
     )
     .await;
@@ -773,9 +560,12 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
         started.elapsed()
     );
     for (job, layout) in &jobs[1..] {
-        f.wait_job(job, "running again, whole on member-1", TEST_LIMIT, |j| {
-            running_on(j, "member-1") == layout.len()
-        })
+        f.wait_job(
+            job,
+            "running again, whole on member-1",
+            TF_TEST_LIMIT,
+            |j| running_on(j, "member-1") == layout.len(),
+        )
         .await;
     }
     eprintln!("{:.1?}: every job running on member-1", started.elapsed());
@@ -851,7 +641,7 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
     }
 
     for (job, _) in &jobs {
-        succeeded(&f, job, TEST_LIMIT.saturating_sub(started.elapsed())).await;
+        succeeded(&f, job, TF_TEST_LIMIT.saturating_sub(started.elapsed())).await;
     }
     eprintln!("{:.1?}: every job succeeded", started.elapsed());
     // tf-part's chief, one process from its first step to its last, saw
@@ -899,7 +689,7 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
         "a member lost under three PS jobs, all finished in {:.1?}",
         started.elapsed()
     );
-    assert!(started.elapsed() < TEST_LIMIT);
+    assert!(started.elapsed() < TF_TEST_LIMIT);
 }
 
 /// SIGKILL to every process of replica worker-1 of job `uid`.
@@ -932,7 +722,7 @@ async fn a_mirrored_worker_killed_under_on_failure_restarts_once_and_both_resume
     ))
     .await;
     let job = f
-        .wait_job("tf-mwms-kill", "both workers running", TEST_LIMIT, |j| {
+        .wait_job("tf-mwms-kill", "both workers running", TF_TEST_LIMIT, |j| {
             j["status"]["aggregate"]["running"] == json!(2)
         })
         .await;
@@ -940,7 +730,7 @@ async fn a_mirrored_worker_killed_under_on_failure_restarts_once_and_both_resume
     let placed = clusters_of(&job);
     assert_ne!(placed["worker-0"], placed["worker-1"], "{placed:?}");
     // A checkpoint or three first.
-    eventually("worker-0 at step 30", TEST_LIMIT, async || {
+    eventually("worker-0 at step 30", TF_TEST_LIMIT, async || {
         let pods: Api<Pod> = Api::namespaced(f.clients[&placed["worker-0"]].clone(), &f.namespace);
         let log = pods
             .logs("tf-mwms-kill-worker-0", &Default::default())
@@ -953,7 +743,7 @@ async fn a_mirrored_worker_killed_under_on_failure_restarts_once_and_both_resume
     let done = succeeded(
         &f,
         "tf-mwms-kill",
-        TEST_LIMIT.saturating_sub(started.elapsed()),
+        TF_TEST_LIMIT.saturating_sub(started.elapsed()),
     )
     .await;
     let workers = done["status"]["tasks"]
@@ -1007,7 +797,7 @@ async fn a_mirrored_worker_killed_under_on_failure_restarts_once_and_both_resume
         "tf-mwms-kill: a worker killed, both resumed and finished in {:.1?}",
         started.elapsed()
     );
-    assert!(started.elapsed() < TEST_LIMIT);
+    assert!(started.elapsed() < TF_TEST_LIMIT);
 }
 
 async fn ps_job_in_single_cluster_mode_on_home_trains_to_success() {
@@ -1021,7 +811,7 @@ async fn ps_job_in_single_cluster_mode_on_home_trains_to_success() {
         json!({"scheduler": null}),
     ))
     .await;
-    let done = succeeded(&f, "tf-home", TEST_LIMIT).await;
+    let done = succeeded(&f, "tf-home", TF_TEST_LIMIT).await;
     let config = tf_config(&f, "home", "tf-home-chief-0").await;
     for (replica, address) in addresses(&config) {
         assert!(
@@ -1037,7 +827,7 @@ async fn ps_job_in_single_cluster_mode_on_home_trains_to_success() {
     assert!(log.contains("chief-0: step 40/40 loss "), "{log}");
     assert_eq!(done["status"]["backoffCount"], json!(0));
     eprintln!("tf-home trained on home in {:.1?}", started.elapsed());
-    assert!(started.elapsed() < TEST_LIMIT);
+    assert!(started.elapsed() < TF_TEST_LIMIT);
 }
 
 macro_rules! real_ground {

@@ -106,16 +106,22 @@ impl Env<Json> {
     /// and `failover: LostReplicas` may place there), as the controller
     /// has observed.
     pub async fn export_services(&self) {
+        self.patch_members(json!({"exportServices": true})).await;
+    }
+
+    /// Both members' spec merged with `spec`, as the controller has
+    /// observed.
+    pub async fn patch_members(&self, spec: Value) {
         let members: Api<MemberCluster> = Api::all(self.client.clone());
         for member in ["member-1", "member-2"] {
             members
                 .patch(
                     member,
                     &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"exportServices": true}})),
+                    &Patch::Merge(json!({ "spec": spec })),
                 )
                 .await
-                .expect("exportServices");
+                .unwrap_or_else(|e| panic!("{member}'s spec: {e}"));
             observed(&members, member).await;
         }
     }

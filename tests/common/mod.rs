@@ -4,7 +4,7 @@
 //! - [`setup`]: the one builder of clusters + controller + its settings;
 //! - [`real`]: the real clusters of `hack/real-clusters` and `on_both_grounds!`;
 //! - [`sim_kube`] and [`kubectl`]: a cluster alone, for the client suites;
-//! - [`operator`], [`federation`], [`observe`]: each suite's helpers;
+//! - [`operator`], [`federation`], [`observe`], [`tensorflow`]: each suite's helpers;
 //! - [`fence`]: the member-side fence's process and a direct sampler.
 //!
 //! Every test binary compiles all of it and uses a part (hence the allows:
@@ -22,4 +22,5 @@ pub mod process;
 pub mod setup;
 #[path = "kube.rs"]
 pub mod sim_kube;
+pub mod tensorflow;
 pub mod wait;

@@ -229,28 +229,44 @@ pub fn process_env_args() -> Vec<String> {
     ]
 }
 
-/// `home`, `member-1` and `member-2`, one node of 4 GPUs each, the members
-/// registered with the identity of `deploy/member-rbac.yaml` (the shape of
-/// the federation tests).
+/// The test binaries whose shared clusters run their pods on real nodes
+/// (docs/src/testing/real-nodes.md): each cluster's one node is a real
+/// one, with the TensorFlow image; the others' is kwok's, their pods
+/// scripted or run by the process runtime.
+const ON_REAL_NODES: &[&str] = &["real_nodes"];
+
+/// This test binary's shared clusters have real nodes.
+pub fn on_real_nodes() -> bool {
+    ON_REAL_NODES.contains(&env!("CARGO_CRATE_NAME"))
+}
+
+/// `home`, `member-1` and `member-2`, one node of 4 GPUs each (a real one
+/// where [`on_real_nodes`]), the members registered with the identity of
+/// `deploy/member-rbac.yaml` (the shape of the federation tests).
 pub async fn three_clusters() -> &'static RealClusters {
     THREE
-        .get_or_init(|| {
-            RealClusters::start(&[
-                "--clusters",
-                "3",
-                "--register",
-                "--nodes",
-                "1",
-                "--gpus-per-node",
-                "4",
-            ])
+        .get_or_init(|| async {
+            let node: &[&str] = if on_real_nodes() {
+                &["--nodes", "0", "--real-nodes", "--tensorflow-image"]
+            } else {
+                &["--nodes", "1"]
+            };
+            let args: Vec<&str> = ["--clusters", "3", "--register", "--gpus-per-node", "4"]
+                .into_iter()
+                .chain(node.iter().copied())
+                .collect();
+            RealClusters::start(&args).await
         })
         .await
 }
 
 impl RealClusters {
     async fn start(args: &[&str]) -> RealClusters {
-        let process_env = process_env_args();
+        let process_env = if on_real_nodes() {
+            Vec::new()
+        } else {
+            process_env_args()
+        };
         let args: Vec<&str> = args
             .iter()
             .copied()

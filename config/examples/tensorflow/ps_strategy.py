@@ -4,7 +4,10 @@ The ps and worker tasks start a TensorFlow server and serve until they are
 stopped (the job ends when its chief does). The chief is the coordinator: it
 trains a small Keras model on synthetic data for TRAIN_STEPS steps, printing
 step and loss, and checkpoints to CHECKPOINT_DIR (shared by the job's
-processes; a restarted chief resumes from the latest checkpoint).
+processes; a restarted chief resumes from the latest checkpoint). An
+evaluator, if the job has one, is a sidecar: it runs no server and is in no
+training task's cluster; it evaluates each checkpoint the chief writes on
+held-out data, printing step and loss, and ends after the last.
 
 Environment: TF_CONFIG (set by the controller), CHECKPOINT_DIR, TRAIN_STEPS
 (default 60). Nothing is downloaded.
@@ -13,6 +16,7 @@ Environment: TF_CONFIG (set by the controller), CHECKPOINT_DIR, TRAIN_STEPS
 import json
 import logging
 import os
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
@@ -43,11 +47,22 @@ def serve(resolver, me):
     server.join()
 
 
-def dataset_fn():
-    # Synthetic regression data: y = x . w + 1, w fixed by the seed.
-    x = tf.random.stateless_normal((1024, 8), seed=[7, 0])
+def examples(seed):
+    # Synthetic regression data: y = x . w + 1, w fixed; seed 0 trains,
+    # seed 1 is held out for the evaluator.
+    x = tf.random.stateless_normal((1024, 8), seed=[7, seed])
     y = tf.reduce_sum(x * tf.range(1.0, 9.0) / 8.0, axis=1, keepdims=True) + 1.0
-    return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(BATCH)
+    return x, y
+
+
+def dataset_fn():
+    return tf.data.Dataset.from_tensor_slices(examples(0)).repeat().batch(BATCH)
+
+
+def build_model():
+    return tf.keras.Sequential(
+        [tf.keras.Input((8,)), tf.keras.layers.Dense(16, activation="relu"), tf.keras.layers.Dense(1)]
+    )
 
 
 def log_worker_returns():
@@ -67,9 +82,7 @@ def coordinate(resolver, me):
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     with strategy.scope():
-        model = tf.keras.Sequential(
-            [tf.keras.Input((8,)), tf.keras.layers.Dense(16, activation="relu"), tf.keras.layers.Dense(1)]
-        )
+        model = build_model()
         optimizer = tf.keras.optimizers.SGD(learning_rate=0.05)
         step = tf.Variable(0, dtype=tf.int64, name="step")
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
@@ -110,6 +123,26 @@ def coordinate(resolver, me):
     print(f"{me}: trained {STEPS} steps; checkpoint {manager.latest_checkpoint}", flush=True)
 
 
+def evaluate(me):
+    model = build_model()
+    checkpoint = tf.train.Checkpoint(model=model)
+    directory = os.environ["CHECKPOINT_DIR"]
+    x, y = examples(1)
+    evaluated = None
+    print(f"{me}: evaluating the checkpoints in {directory}", flush=True)
+    while True:
+        latest = tf.train.latest_checkpoint(directory)
+        if latest and latest != evaluated:
+            checkpoint.restore(latest).expect_partial()
+            loss = float(tf.reduce_mean(tf.square(model(x) - y)))
+            step = int(latest.rsplit("-", 1)[1])
+            print(f"{me}: evaluated {os.path.basename(latest)} at step {step}: loss {loss:.4f}", flush=True)
+            evaluated = latest
+            if step >= STEPS:
+                return
+        time.sleep(0.5)
+
+
 def main():
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     me = describe(resolver)
@@ -117,6 +150,8 @@ def main():
         serve(resolver, me)
     elif resolver.task_type == "chief":
         coordinate(resolver, me)
+    elif resolver.task_type == "evaluator":
+        evaluate(me)
     else:
         raise SystemExit(f"{me}: no part for task type {resolver.task_type!r} in ParameterServerStrategy training")
 

@@ -60,6 +60,7 @@ type options struct {
 	cpu, memory   string
 	register      bool
 	realNodes     bool
+	tensorflow    bool
 	processEnv    []string
 }
 
@@ -84,6 +85,7 @@ func main() {
 	})
 	flag.BoolVar(&o.register, "register", false, "install the CRDs on home and register the other clusters as members, with the identity of deploy/member-rbac.yaml")
 	flag.BoolVar(&o.realNodes, "real-nodes", false, "give every cluster a real node <cluster>-node (kubelet, containerd, CNI, kube-proxy; needs root), tainted "+realNodeTaint+"=true:NoSchedule beside kwok's nodes and untainted with --nodes 0, advertising the --gpus-per-node GPUs")
+	flag.BoolVar(&o.tensorflow, "tensorflow-image", false, "with --real-nodes, also load "+tensorflowImage+" (the virtual environment of hack/tf-venv, made first if missing, with the example programs in /examples) into every real node")
 	flag.Parse()
 	if o.kubeconfigDir == "" || o.clusters < 1 || o.nodes < 0 || (o.nodes == 0 && !o.realNodes) {
 		fmt.Fprintln(os.Stderr, "usage: real-clusters --clusters N --kubeconfig-dir DIR [--nodes K] [--gpus-per-node G] [--cpu-per-node C] [--memory-per-node M] [--register] [--real-nodes] [--process-env NAME=VALUE]…")
@@ -149,7 +151,7 @@ func run(ctx context.Context, o options, procs *processes) error {
 	}
 	var images []string
 	if o.realNodes {
-		if images, err = nodeImages(bin); err != nil {
+		if images, err = nodeImages(bin, o.tensorflow); err != nil {
 			return err
 		}
 	}
@@ -226,10 +228,25 @@ func binDir(realNodes bool) (string, error) {
 
 // nodeImages are the layout tars of the real nodes' images, made once
 // into target/kube/images (images.go).
-func nodeImages(bin string) ([]string, error) {
+func nodeImages(bin string, tensorflow bool) ([]string, error) {
 	specs, err := imageSpecs(bin)
 	if err != nil {
 		return nil, err
+	}
+	if tensorflow {
+		venv, err := tensorflowVenv()
+		if err != nil {
+			return nil, err
+		}
+		examples, err := repoFile("config/examples/tensorflow")
+		if err != nil {
+			return nil, err
+		}
+		spec, err := tensorflowSpec(venv, examples)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, spec)
 	}
 	tars := make([]string, 0, len(specs))
 	for _, spec := range specs {
@@ -240,6 +257,22 @@ func nodeImages(bin string) ([]string, error) {
 		tars = append(tars, tar)
 	}
 	return tars, nil
+}
+
+// tensorflowVenv is the virtual environment of hack/tf-venv, which makes
+// it when it is missing.
+func tensorflowVenv() (string, error) {
+	script, err := repoFile("hack/tf-venv")
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(script)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/tf-venv: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // processes are the children; each dies with this process (Pdeathsig) even

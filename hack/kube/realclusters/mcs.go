@@ -28,8 +28,8 @@ import (
 // ground writes itself, standing in for Submariner Lighthouse, Cilium or
 // GKE's (none runs offline: each needs its own data plane or a cloud).
 // It follows the MCS API (KEP-1645): for a Service that cluster A exports
-// with a ServiceExport, every other cluster B of the run gets a
-// ServiceImport of the same namespace and name (`Headless` for a headless
+// with a ServiceExport, every cluster B of the run (A too: a clusterset
+// name resolves in every cluster of the set) gets a ServiceImport of the same namespace and name (`Headless` for a headless
 // Service, else `ClusterSetIP` with A's cluster IPs in `spec.ips`, which
 // the host routes to A's node) and copies of A's EndpointSlices labelled
 // `multicluster.kubernetes.io/service-name` and `…/source-cluster` (not
@@ -188,17 +188,11 @@ func (m *mcsImporter) exporters(key serviceKey) []exporter {
 	return found
 }
 
-// sync makes every cluster's import of key what the other clusters export.
+// sync makes every cluster's import of key what the clusters export.
 func (m *mcsImporter) sync(ctx context.Context, key serviceKey) error {
-	all := m.exporters(key)
+	sources := m.exporters(key)
 	var errs []error
 	for _, target := range m.clusters {
-		var sources []exporter
-		for _, e := range all {
-			if e.cluster != target {
-				sources = append(sources, e)
-			}
-		}
 		if err := m.syncCluster(ctx, target, key, sources); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", target.name, err))
 		}

@@ -1,10 +1,16 @@
 //! `TF_CONFIG`, the environment variable through which TensorFlow learns the
 //! cluster: `{"cluster":{"<type>":["<host>:<port>",…]},"task":{"type":"<type>","index":i},"environment":"cloud"}`.
 //!
-//! Every replica type with at least one replica is listed, evaluator
-//! included (as Kubeflow does). Keys come out in a fixed order (`cluster`,
-//! `task`, `environment`; replica types sorted by name) so the value is
-//! stable and comparable. Each peer's port is its own type's `tfjob-port`.
+//! Each task's cluster is written by TensorFlow's rules for its role: a
+//! training task's (chief, worker, ps) lists every training replica and no
+//! evaluator, the evaluator's lists those and itself. The evaluator runs
+//! no server: ParameterServerStrategy's coordinator connects to every task
+//! of its cluster and would wait for it forever (tensorflow#46169; TonY
+//! names the evaluator only in the evaluator's own `TF_CONFIG`, and
+//! TensorFlow's cluster checks accept an evaluator missing from the
+//! cluster). Keys come out in a fixed order (`cluster`, `task`,
+//! `environment`; replica types sorted by name) so the value is stable
+//! and comparable. Each peer's port is its own type's `tfjob-port`.
 
 use std::collections::BTreeMap;
 
@@ -51,6 +57,9 @@ pub fn tf_config(
     let spans_clusters = clusters.len() > 1 || topology.stable_addresses();
     let mut cluster = BTreeMap::new();
     for replica_type in ReplicaType::ALL {
+        if replica_type == ReplicaType::Evaluator && key.replica_type != ReplicaType::Evaluator {
+            continue;
+        }
         let Some(spec) = job.spec.replica_spec(replica_type) else {
             continue;
         };
@@ -214,6 +223,45 @@ mod tests {
                 "environment": "cloud",
             })
         );
+    }
+
+    /// Who is listed, by role: a training task's cluster has no
+    /// evaluator, the evaluator's has the training tasks and itself; on
+    /// one cluster and across two alike.
+    #[test]
+    fn only_the_evaluator_lists_the_evaluator() {
+        let job = job(json!({"replicaSpecs": [
+            replica("chief", 1), replica("ps", 1), replica("worker", 2), replica("evaluator", 1)]}));
+        let mut split = Topology::new("home");
+        split
+            .assign(key(ReplicaType::Evaluator, 0), "member-1")
+            .assign(key(ReplicaType::Worker, 1), "member-1");
+        let training = ["chief", "ps", "worker"];
+        let with_evaluator = ["chief", "evaluator", "ps", "worker"];
+        for topology in [Topology::new("home"), split] {
+            for (task, listed) in [
+                (key(ReplicaType::Chief, 0), &training[..]),
+                (key(ReplicaType::Ps, 0), &training[..]),
+                (key(ReplicaType::Worker, 1), &training[..]),
+                (key(ReplicaType::Evaluator, 0), &with_evaluator[..]),
+            ] {
+                let config: serde_json::Value =
+                    serde_json::from_str(&tf_config(&job, task, &topology).expect("tf_config"))
+                        .expect("json");
+                let types: Vec<&str> = config["cluster"]
+                    .as_object()
+                    .expect("cluster")
+                    .keys()
+                    .map(String::as_str)
+                    .collect();
+                assert_eq!(types, listed, "{task:?}");
+                assert_eq!(config["task"]["type"], task.replica_type.as_str());
+                assert_eq!(
+                    config["cluster"]["worker"].as_array().map(Vec::len),
+                    Some(2)
+                );
+            }
+        }
     }
 
     #[test]
