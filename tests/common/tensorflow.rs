@@ -177,9 +177,12 @@ pub fn addresses(config: &Value) -> Vec<(String, String)> {
 pub const TENSORFLOW_IMAGE: &str = "localhost/tfjob-federator/tensorflow:2.21.0";
 
 /// `job` (an example) as real nodes run it: no process-runtime annotation,
-/// the TensorFlow image, `$(EXAMPLES)` its /examples, and the checkpoint
+/// the TensorFlow image, `$(EXAMPLES)` its /examples, the checkpoint
 /// folder a hostPath every node shares (one host: it stands in for the
-/// shared storage a real job's checkpoints need).
+/// shared storage a real job's checkpoints need), and a grace period of
+/// 5 s: the program is its container's PID 1, which ignores a SIGTERM it
+/// has no handler for (and a ps or worker blocked in the server's join
+/// runs none), so each deleted pod would otherwise take the default 30 s.
 pub fn on_real_nodes(mut job: Value) -> Value {
     for replica in job["spec"]["replicaSpecs"]
         .as_array_mut()
@@ -189,6 +192,7 @@ pub fn on_real_nodes(mut job: Value) -> Value {
         if let Some(annotations) = template["metadata"]["annotations"].as_object_mut() {
             annotations.remove("sim.federation.tfjob.io/runtime");
         }
+        template["spec"]["terminationGracePeriodSeconds"] = json!(5);
         template["spec"]["volumes"] = json!([{"name": "checkpoints",
             "hostPath": {"path": "/tmp/tfjob-federator-checkpoints", "type": "DirectoryOrCreate"}}]);
         let container = &mut template["spec"]["containers"][0];
