@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use common::federation::{Ground, HOME_NOT_TARGET, federation};
 use common::real::{self, Launcher, client_from_file};
+use common::sim_kube::set_faults;
 use common::tensorflow::{
     TF_TEST_LIMIT, clusters_of, example, on_real_nodes, plugin, ps_job_trains_over_both_members,
     succeeded, tf_config,
@@ -304,6 +305,33 @@ while True:
     connection.close()
 "#;
 
+/// Connects to ADDRESS:2222 once, within 3 s, and says what came of it.
+const PROBE: &str = r#"
+import os, socket
+try:
+    print("got", socket.create_connection((os.environ["ADDRESS"], 2222), timeout=3).recv(64).decode(), flush=True)
+except OSError as error:
+    print("unreachable:", error, flush=True)
+"#;
+
+/// Creates the pod and returns its log once it succeeded.
+async fn run_to_end(pods: &Api<Pod>, pod: Pod) -> String {
+    let name = pod.metadata.name.clone().expect("a name");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("the pod");
+    eventually(
+        &format!("{name} to succeed"),
+        Duration::from_secs(60),
+        async || {
+            let pod = pods.get(&name).await.ok()?;
+            (pod.status?.phase.as_deref() == Some("Succeeded")).then_some(())?;
+            Some(log_of(pods, &name).await)
+        },
+    )
+    .await
+}
+
 fn with_env(mut pod: Pod, env: &[(&str, &str)]) -> Pod {
     let container = &mut pod.spec.as_mut().expect("spec").containers[0];
     container.env = Some(
@@ -473,6 +501,27 @@ async fn a_pod_reaches_a_service_exported_from_another_cluster_by_its_clusterset
     assert!(
         served.contains(&format!("from {client_ip}\n")),
         "the server sees the client's own pod address: {served}"
+    );
+
+    // Partitioned, member-2 is cut off from member-1's pods as well as
+    // from its users; healed, it is reached again.
+    let probe = |name: &str| {
+        with_env(
+            python_on_real_node(name, PROBE),
+            &[("ADDRESS", server_ip.as_str())],
+        )
+    };
+    set_faults(&member_2, json!({"partitioned": true})).await;
+    let cut = run_to_end(&on_1, probe("probe-cut")).await;
+    set_faults(&member_2, json!({"partitioned": false})).await;
+    assert!(
+        cut.contains("unreachable"),
+        "partitioned, member-2's pod is out of reach: {cut}"
+    );
+    let healed = run_to_end(&on_1, probe("probe-healed")).await;
+    assert!(
+        healed.contains("got hello from member-2"),
+        "healed, it is reached again: {healed}"
     );
 
     // Withdrawn, the export takes its import and copies with it.

@@ -144,12 +144,16 @@ func imageTar(cache string, spec imageSpec) (string, error) {
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return "", err
 	}
-	layer, err := writeLayer(file+".layer", spec)
+	// Launchers side by side may make the same image at once: each writes
+	// files of its own and the last rename wins (the same content).
+	own := fmt.Sprintf("%s.%d", file, os.Getpid())
+	layer, err := writeLayer(own+".layer", spec)
 	if err != nil {
 		return "", fmt.Errorf("image %s: %w", spec.name, err)
 	}
 	defer os.Remove(layer.path)
-	partial := file + ".partial"
+	partial := own + ".partial"
+	defer os.Remove(partial) // gone once renamed; left by a failure otherwise
 	if err := writeLayout(partial, spec, layer); err != nil {
 		return "", fmt.Errorf("image %s: %w", spec.name, err)
 	}

@@ -671,6 +671,14 @@ func startCluster(ctx context.Context, procs *processes, runtime *processRuntime
 	if err != nil {
 		return nil, err
 	}
+	if slot := c.slot; slot != nil {
+		proxy.onPartition = func(partitioned bool) {
+			if err := setDataPlaneCut(slot, partitioned); err != nil {
+				logf("%s: %v", name, err)
+			}
+		}
+		procs.cleanUpAfter(func() { _ = setDataPlaneCut(slot, false) })
+	}
 	if c.proxied, err = proxy.serve(p.serverCert, p.serverKey); err != nil {
 		return nil, err
 	}

@@ -147,6 +147,10 @@ type faultProxy struct {
 	reverse *httputil.ReverseProxy
 	target  *url.URL
 	client  *http.Client
+	// onPartition, when set, learns that a partition began (true) or
+	// healed (false): a cluster with a real node cuts its pods' traffic
+	// too (realnode.go).
+	onPartition func(partitioned bool)
 }
 
 func newFaultProxy(apiserver string, ca []byte) (*faultProxy, error) {
@@ -424,6 +428,9 @@ func (p *faultProxy) update(u faultsUpdate) faults {
 		p.healed = make(chan struct{})
 	case wasPartitioned && !p.current.Partitioned:
 		close(p.healed)
+	}
+	if p.onPartition != nil && wasPartitioned != p.current.Partitioned {
+		p.onPartition(p.current.Partitioned)
 	}
 	return p.current
 }

@@ -521,3 +521,32 @@ func unescapeMountPoint(text string) string {
 func isKwokNode(node *corev1.Node) bool {
 	return node.Annotations["kwok.x-k8s.io/node"] == "fake"
 }
+
+// setDataPlaneCut cuts (or restores) what the host forwards to or from the
+// cluster's pod and service addresses: with its API server partitioned
+// (proxy.go), a cluster's pods no longer reach the other clusters' pods
+// nor they its, as on a cluster cut off from the others. Traffic between
+// the node and the host, its own API server's included, is not forwarded
+// and stays: the cluster is cut off from the others, not from itself.
+func setDataPlaneCut(s *netSlot, cut bool) error {
+	comment := []string{"-m", "comment", "--comment", fmt.Sprintf("real-clusters %d: partition of node slot %d", os.Getpid(), s.index)}
+	for _, cidr := range []string{s.podCIDR(), s.serviceCIDR()} {
+		for _, direction := range []string{"-s", "-d"} {
+			rule := append([]string{"FORWARD", direction, cidr, "-j", "DROP"}, comment...)
+			present := exec.Command("iptables", append([]string{"-C"}, rule...)...).Run() == nil
+			action := ""
+			switch {
+			case cut && !present:
+				action = "-I"
+			case !cut && present:
+				action = "-D"
+			default:
+				continue
+			}
+			if out, err := exec.Command("iptables", append([]string{action}, rule...)...).CombinedOutput(); err != nil {
+				return fmt.Errorf("iptables %s %s: %v: %s", action, strings.Join(rule, " "), err, out)
+			}
+		}
+	}
+	return nil
+}
