@@ -176,22 +176,7 @@ async fn every_cluster_gets_a_real_node_that_runs_pods() {
     let pods: Api<Pod> = Api::namespaced(member.clone(), &ns);
     let program =
         "import sys, time; print('python', sys.version_info[0], flush=True); time.sleep(600)";
-    pods.create(
-        &PostParams::default(),
-        &python_on_real_node("python", program),
-    )
-    .await
-    .expect("the pod");
-    let pod = eventually(
-        "the python pod to run",
-        Duration::from_secs(60),
-        async || {
-            let pod = pods.get("python").await.ok()?;
-            let status = pod.status.as_ref()?;
-            (status.phase.as_deref() == Some("Running")).then_some(pod)
-        },
-    )
-    .await;
+    let pod = create_until_phase(&pods, python_on_real_node("python", program), "Running").await;
     assert_eq!(
         pod.spec.as_ref().and_then(|s| s.node_name.as_deref()),
         Some("member-1-node")
@@ -221,30 +206,19 @@ async fn every_cluster_gets_a_real_node_that_runs_pods() {
     assert_eq!(answer.trim(), "42", "kubectl exec runs in the container");
 
     // A pod that exits: its code is the process's own.
-    pods.create(
-        &PostParams::default(),
-        &python_on_real_node("exits", "import sys; sys.exit(3)"),
-    )
-    .await
-    .expect("the pod");
-    let code = eventually(
-        "the exiting pod to fail",
-        Duration::from_secs(60),
-        async || {
-            let pod = pods.get("exits").await.ok()?;
-            let status = pod.status?;
-            (status.phase.as_deref() == Some("Failed")).then_some(())?;
-            status
-                .container_statuses?
-                .first()?
-                .state
-                .as_ref()?
-                .terminated
-                .as_ref()
-                .map(|t| t.exit_code)
-        },
+    let exited = create_until_phase(
+        &pods,
+        python_on_real_node("exits", "import sys; sys.exit(3)"),
+        "Failed",
     )
     .await;
+    let code = exited
+        .status
+        .and_then(|s| s.container_statuses)
+        .and_then(|c| c.into_iter().next())
+        .and_then(|c| c.state?.terminated)
+        .map(|t| t.exit_code)
+        .expect("the container's exit code");
     assert_eq!(code, 3, "the container's exit code");
 
     // Stopped, the launcher leaves nothing of its nodes behind.
@@ -317,16 +291,23 @@ except OSError as error:
 /// Creates the pod and returns its log once it succeeded.
 async fn run_to_end(pods: &Api<Pod>, pod: Pod) -> String {
     let name = pod.metadata.name.clone().expect("a name");
+    create_until_phase(pods, pod, "Succeeded").await;
+    log_of(pods, &name).await
+}
+
+/// Creates the pod and returns it once it reached `phase`.
+async fn create_until_phase(pods: &Api<Pod>, pod: Pod, phase: &str) -> Pod {
+    let name = pod.metadata.name.clone().expect("a name");
     pods.create(&PostParams::default(), &pod)
         .await
-        .expect("the pod");
+        .unwrap_or_else(|e| panic!("create {name}: {e}"));
     eventually(
-        &format!("{name} to succeed"),
+        &format!("{name} to be {phase}"),
         Duration::from_secs(60),
         async || {
             let pod = pods.get(&name).await.ok()?;
-            (pod.status?.phase.as_deref() == Some("Succeeded")).then_some(())?;
-            Some(log_of(pods, &name).await)
+            let reached = pod.status.as_ref()?.phase.as_deref() == Some(phase);
+            reached.then_some(pod)
         },
     )
     .await
@@ -383,23 +364,11 @@ async fn a_pod_reaches_a_service_exported_from_another_cluster_by_its_clusterset
         )
         .await;
     }
-    on_2.create(
-        &PostParams::default(),
-        &python_on_real_node("server", SERVER),
-    )
-    .await
-    .expect("the server");
-    let server_ip = eventually(
-        "the server's address",
-        Duration::from_secs(60),
-        async || {
-            let pod = on_2.get("server").await.ok()?;
-            let status = pod.status?;
-            (status.phase.as_deref() == Some("Running")).then_some(())?;
-            status.pod_ip
-        },
-    )
-    .await;
+    let server_ip = create_until_phase(&on_2, python_on_real_node("server", SERVER), "Running")
+        .await
+        .status
+        .and_then(|s| s.pod_ip)
+        .expect("the server's address");
 
     // On member-1: a client that asks for the name before it is exported.
     let name = format!("web.{ns}.svc.clusterset.local");

@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -120,7 +121,7 @@ func (m *mcsImporter) enqueue(obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
-	accessor, err := metav1ObjectOf(obj)
+	accessor, err := meta.Accessor(obj)
 	if err != nil {
 		return
 	}
@@ -134,13 +135,6 @@ func (m *mcsImporter) enqueue(obj any) {
 	if name != "" {
 		m.queue.Add(serviceKey{accessor.GetNamespace(), name})
 	}
-}
-
-func metav1ObjectOf(obj any) (metav1.Object, error) {
-	if accessor, ok := obj.(metav1.Object); ok {
-		return accessor, nil
-	}
-	return nil, fmt.Errorf("%T has no metadata", obj)
 }
 
 func (m *mcsImporter) work(ctx context.Context) {

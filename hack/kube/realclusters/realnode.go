@@ -122,11 +122,10 @@ func makeNodeNetwork(s *netSlot) error {
 
 // realNode is one node's files and processes.
 type realNode struct {
-	name    string
-	cluster *cluster
-	slot    *netSlot
-	dir     string
-	socket  string // containerd's
+	name   string
+	slot   *netSlot
+	dir    string
+	socket string // containerd's
 }
 
 // cgroupHierarchies are the cgroup mounts a kubelet with the cgroupfs
@@ -237,7 +236,7 @@ conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 // the layout tars every node's containerd imports before its kubelet starts.
 func startRealNode(ctx context.Context, procs *processes, bin, dir, logs string, c *cluster, client kubernetes.Interface, images []string, o options) error {
 	s := c.slot
-	n := &realNode{name: c.name + "-node", cluster: c, slot: s, dir: filepath.Join(dir, "node")}
+	n := &realNode{name: c.name + "-node", slot: s, dir: filepath.Join(dir, "node")}
 	n.socket = filepath.Join(n.dir, "containerd.sock")
 	procs.cleanUpAfter(n.cleanUp)
 	for _, sub := range []string{"cni", "pod-logs", "kubelet"} {
