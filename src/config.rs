@@ -46,6 +46,11 @@ pub struct ControllerConfig {
     /// Whether replicas may be placed on the home cluster too (when member
     /// clusters are registered; without members every replica runs at home).
     pub home_is_target: bool,
+    /// Whether the replicas placed on home get a multicluster.x-k8s.io
+    /// ServiceExport each, as a member's `exportServices` gives them: only
+    /// then may a job be split over home and members (peers elsewhere reach
+    /// home's replicas by their clusterset.local names).
+    pub home_export_services: bool,
     /// How often each member cluster is probed (Ready, heartbeat, capacity).
     pub member_probe_interval_ms: u64,
     /// A member without a good probe for this long is lost: the jobs with
@@ -88,6 +93,7 @@ impl Default for ControllerConfig {
             retry_interval_ms: 1000,
             event_reporter: "tfjob-federator".into(),
             home_is_target: true,
+            home_export_services: false,
             member_probe_interval_ms: 5000,
             cluster_lost_timeout_ms: 60_000,
             lease_duration_ms: 15_000,
@@ -125,6 +131,15 @@ impl ControllerConfig {
     /// refuses to start otherwise.
     pub fn check(&self) -> Result<(), crate::fence::SettingsError> {
         crate::fence::check(&self.fence_settings())
+    }
+
+    /// Why peers on members cannot reach a replica on home (None: they can).
+    pub fn home_unreachable(&self) -> Option<String> {
+        crate::placement::unreachable_across_clusters(
+            crate::builders::DEFAULT_ADDRESS_TEMPLATE,
+            self.home_export_services,
+            "homeExportServices in the controller's config",
+        )
     }
 
     pub fn fence_settings(&self) -> crate::fence::Settings {

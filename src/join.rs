@@ -104,9 +104,10 @@ pub async fn join(
 }
 
 /// Installs the CRDs on the home cluster that the kubeconfig `home` (YAML)
-/// reaches, then registers each `(name, kubeconfig)` as a member with the
-/// default options. `sim --register` and `demo` use it for their clusters;
-/// with no members it only installs the CRDs.
+/// reaches, then registers each `(name, kubeconfig)` as a member that
+/// exports its Services: `sim --register` and `demo` use it for their
+/// clusters, which serve ServiceExport and form one clusterset, so a job
+/// may be split over them. With no members it only installs the CRDs.
 pub async fn register_members(home: &str, members: &[(String, String)]) -> Result<(), JoinError> {
     let kubeconfig = Kubeconfig::from_yaml(home).map_err(JoinError::HomeKubeconfig)?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
@@ -115,7 +116,11 @@ pub async fn register_members(home: &str, members: &[(String, String)]) -> Resul
     let client = Client::try_from(config).map_err(JoinError::HomeClient)?;
     install_crds(&client).await?;
     for (name, kubeconfig) in members {
-        join(&client, name, kubeconfig, &JoinOptions::default()).await?;
+        let options = JoinOptions {
+            export_services: true,
+            ..JoinOptions::default()
+        };
+        join(&client, name, kubeconfig, &options).await?;
     }
     Ok(())
 }

@@ -432,15 +432,9 @@ fn main() -> anyhow::Result<()> {
             let runtime = async_runtime()?;
             runtime.block_on(async move {
                 let home = controller::client(kubeconfig.as_deref(), None).await?;
-                let predictions = plan::predict_loss(
-                    &home,
-                    &config.home_cluster_name,
-                    config.home_is_target,
-                    &lost,
-                    namespace.as_deref(),
-                    job.as_deref(),
-                )
-                .await?;
+                let predictions =
+                    plan::predict_loss(&home, &config, &lost, namespace.as_deref(), job.as_deref())
+                        .await?;
                 match output.as_deref() {
                     Some("json") => println!("{}", serde_json::to_string_pretty(&predictions)?),
                     Some(other) => anyhow::bail!("unknown output format {other:?} (json)"),
@@ -464,9 +458,7 @@ fn main() -> anyhow::Result<()> {
             let runtime = async_runtime()?;
             runtime.block_on(async move {
                 let home = controller::client(kubeconfig.as_deref(), None).await?;
-                let clusters =
-                    plan::cluster_states(&home, &config.home_cluster_name, config.home_is_target)
-                        .await?;
+                let clusters = plan::cluster_states(&home, &config).await?;
                 print!("{}", plan::report(&job, &clusters));
                 Ok(())
             })

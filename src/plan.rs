@@ -16,6 +16,7 @@ use kube::{Client, ResourceExt};
 
 use crate::api::{ListedJob, MemberCluster, MemberClusterStatus, TensorFlowTrainingJob};
 use crate::capacity;
+use crate::config::ControllerConfig;
 use crate::placement::{self, ClusterState, Policy};
 use crate::what_if::{LiveJob, Outcome, Prediction};
 
@@ -66,15 +67,15 @@ async fn member_client(home: &Client, member: &MemberCluster) -> Result<Client, 
 /// every member; an unreachable member counts as not Ready.
 pub async fn cluster_states(
     home: &Client,
-    home_name: &str,
-    home_is_target: bool,
+    config: &ControllerConfig,
 ) -> Result<Vec<ClusterState>, PlanError> {
     let mut states = Vec::new();
-    if home_is_target {
+    if config.home_is_target {
         let capacity = read_cluster(home).await.map_err(PlanError::Home)?;
         states.push(ClusterState {
-            name: home_name.to_string(),
+            name: config.home_cluster_name.clone(),
             ready: true,
+            unreachable: config.home_unreachable(),
             nodes: capacity.nodes,
             ..Default::default()
         });
@@ -107,6 +108,7 @@ pub async fn cluster_states(
             ready,
             unschedulable: member.spec.unschedulable,
             stable_addresses: member.spec.gives_stable_addresses(),
+            unreachable: member.spec.unreachable_across_clusters(),
             nodes,
         });
     }
@@ -165,13 +167,12 @@ pub async fn live_jobs(
 /// What losing `lost` now would do to the jobs that run (see `live_jobs`).
 pub async fn predict_loss(
     home: &Client,
-    home_name: &str,
-    home_is_target: bool,
+    config: &ControllerConfig,
     lost: &BTreeSet<String>,
     namespace: Option<&str>,
     name: Option<&str>,
 ) -> Result<Vec<Prediction>, PlanError> {
-    let clusters = cluster_states(home, home_name, home_is_target).await?;
+    let clusters = cluster_states(home, config).await?;
     let jobs = live_jobs(home, namespace, name).await?;
     Ok(crate::what_if::predict(&jobs, &clusters, lost))
 }

@@ -450,6 +450,62 @@ async fn a_job_larger_than_any_cluster_spans_two_with_cross_cluster_tf_config(gr
     }
 }
 
+/// A split job's peers reach each other by their clusters' clusterset.local
+/// names, which resolve only for exported Services: over members that do
+/// not export, the job that fits only split waits, saying why (and `plan`
+/// says the same); once they export it splits.
+async fn a_job_is_split_only_over_members_that_export_their_services(ground: Ground) {
+    let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
+    f.patch_members(json!({"exportServices": false})).await;
+    // 6 GPUs in all; each member has 4.
+    let job = gpu_job(
+        "split",
+        &[("chief", 1, 2), ("worker", 2, 2), ("ps", 1, 0)],
+        json!({}),
+        "1",
+    );
+    let unreachable = "not split onto: peers on other clusters would reach its replicas at {service}.{namespace}.svc.clusterset.local, which no one answers: its Services are not exported (exportServices: false)";
+    let planned = plan(&f, &job);
+    assert!(
+        planned.contains("cannot be placed now") && planned.contains(unreachable),
+        "{planned}"
+    );
+    f.submit(job).await;
+    let jobs = typed_jobs(&f);
+    let waiting = eventually(
+        "split waits for members that export",
+        Duration::from_secs(20),
+        async || {
+            let job = jobs.get("split").await.ok()?;
+            let condition = job
+                .status?
+                .conditions
+                .into_iter()
+                .find(|c| c.reason.as_deref() == Some("WaitingForCapacity"))?;
+            condition.message
+        },
+    )
+    .await;
+    assert!(
+        waiting.contains(&format!(
+            "member-1, member-2: insufficient nvidia.com/gpu (need 6); {unreachable}"
+        )),
+        "{waiting}"
+    );
+    assert!(
+        f.pods_by_cluster("split").await.is_empty(),
+        "no pods while waiting"
+    );
+    f.export_services().await;
+    f.wait_phase("split", "Succeeded", Duration::from_secs(30))
+        .await;
+    assert_eq!(
+        f.pods_by_cluster("split").await.len(),
+        2,
+        "split once both export"
+    );
+}
+
 async fn without_split_a_job_waits_with_reasons_then_runs_when_capacity_frees(ground: Ground) {
     let f = federation(ground).settings(HOME_NOT_TARGET).start().await;
     f.submit(gpu_job("first", &[("worker", 1, 4)], json!({}), "4"))
@@ -1260,7 +1316,9 @@ async fn a_lost_member_fails_its_jobs_over_and_is_swept_when_it_returns(ground: 
 async fn a_job_deleted_while_a_member_is_partitioned_is_cleaned_there_when_it_heals(
     ground: Ground,
 ) {
-    let f = federation(ground).settings(FAST_LOSS).start().await;
+    // Home's replicas exported like the members': the job spreads over all three.
+    let settings = format!("{FAST_LOSS}homeExportServices: true\n");
+    let f = federation(ground).settings(&settings).start().await;
     f.submit(gpu_job(
         "everywhere",
         &[("worker", 3, 1)],
@@ -1786,6 +1844,7 @@ on_both_grounds!(
     a_lost_member_fails_its_jobs_over_and_is_swept_when_it_returns,
     pack_places_a_job_that_fits_one_member_entirely_there,
     a_job_larger_than_any_cluster_spans_two_with_cross_cluster_tf_config,
+    a_job_is_split_only_over_members_that_export_their_services,
     without_split_a_job_waits_with_reasons_then_runs_when_capacity_frees,
     deleting_a_job_spread_over_clusters_leaves_nothing_anywhere,
     a_pod_group_that_cannot_be_made_keeps_the_pods_back,

@@ -249,7 +249,13 @@ async fn follow_jobs(
     let home = controller::client(home_path, None).await?;
     let running = controller::start(
         controller::kube_config(home_path, None).await?,
-        ControllerConfig::default(),
+        // The simulated clusters are one clusterset, home too: its
+        // replicas are exported like the members', so a job may be split
+        // over all of them.
+        ControllerConfig {
+            home_export_services: true,
+            ..ControllerConfig::default()
+        },
     )
     .await?;
     let addr = plan.options.metrics_addr;

@@ -287,15 +287,8 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<(), PluginError> {
             let lost = lose.into_iter().collect();
             let namespace =
                 (!home.all_namespaces || job.is_some()).then_some(home.namespace.as_str());
-            let predictions = plan::predict_loss(
-                &home.client,
-                &config.home_cluster_name,
-                config.home_is_target,
-                &lost,
-                namespace,
-                job.as_deref(),
-            )
-            .await?;
+            let predictions =
+                plan::predict_loss(&home.client, &config, &lost, namespace, job.as_deref()).await?;
             let value = serde_json::to_value(&predictions).map_err(output_error)?;
             if print_machine(&value, output, out)? {
                 return Ok(());
@@ -321,12 +314,7 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<(), PluginError> {
                 .namespace
                 .get_or_insert_with(|| home.namespace.clone());
             let config = ControllerConfig::load(config.as_deref())?;
-            let clusters = plan::cluster_states(
-                &home.client,
-                &config.home_cluster_name,
-                config.home_is_target,
-            )
-            .await?;
+            let clusters = plan::cluster_states(&home.client, &config).await?;
             write!(out, "{}", plan::report(&job, &clusters)).map_err(output_error)
         }
         Command::Clusters => clusters(&home, output, out).await,

@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -529,8 +529,11 @@ pub fn unique_name(test: &str) -> String {
     format!("{base}-{:06x}", fastrand::u32(..0x100_0000))
 }
 
-/// A fresh namespace for `test`, once its `default` ServiceAccount exists
-/// (pods are refused before the serviceaccount controller made it).
+/// A fresh namespace for `test`, once kube-controller-manager filled it: its
+/// `default` ServiceAccount (pods are refused before the serviceaccount
+/// controller made it) and its `kube-root-ca.crt` ConfigMap (the root-ca-cert
+/// publisher adds it some time after the namespace appears; tests that list
+/// the namespace's ConfigMaps expect it).
 pub async fn test_namespace(client: &Client, test: &str) -> String {
     let name = unique_name(test);
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
@@ -547,6 +550,13 @@ pub async fn test_namespace(client: &Client, test: &str) -> String {
         &format!("the default ServiceAccount in namespace {name}"),
         Duration::from_secs(30),
         async || accounts.get_opt("default").await.ok().flatten(),
+    )
+    .await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
+    eventually(
+        &format!("the kube-root-ca.crt ConfigMap in namespace {name}"),
+        Duration::from_secs(30),
+        async || config_maps.get_opt("kube-root-ca.crt").await.ok().flatten(),
     )
     .await;
     name
@@ -636,8 +646,8 @@ pub async fn clean_slate(clusters: &RealClusters, names: &[&str]) {
             )
             .await;
     }
-    // MemberClusters as `--register` made them: earlier tests label them,
-    // mark them unschedulable or export services.
+    // MemberClusters as `--register` made them (exporting their Services):
+    // earlier tests label them, mark them unschedulable or stop exports.
     for member in members
         .list(&ListParams::default())
         .await
@@ -645,7 +655,7 @@ pub async fn clean_slate(clusters: &RealClusters, names: &[&str]) {
         .unwrap_or_default()
     {
         if let Some(name) = member.metadata.name {
-            let reset = json!({"metadata": {"labels": null}, "spec": {"unschedulable": null, "exportServices": false, "addressTemplate": null, "podPolicy": null}});
+            let reset = json!({"metadata": {"labels": null}, "spec": {"unschedulable": null, "exportServices": true, "addressTemplate": null, "podPolicy": null}});
             let _ = members
                 .patch(&name, &PatchParams::default(), &Patch::Merge(reset))
                 .await;

@@ -151,7 +151,7 @@ async fn start(
         accesses: Default::default(),
         logs: Default::default(),
     });
-    install_pod_group_crd(&cluster);
+    install_ground_crds(&cluster);
     nodes::create(&cluster, &options.nodes);
     tokio::spawn(namespaces::run(cluster.clone()));
     tokio::spawn(scheduler::run(cluster.clone()));
@@ -175,38 +175,62 @@ async fn start(
     Ok((running, cluster))
 }
 
-/// Every simulated cluster runs the T9k scheduler, so it serves its PodGroups.
-fn install_pod_group_crd(cluster: &Cluster) {
+/// The kinds every simulated cluster serves from the start, as the real
+/// ground's clusters do: the T9k scheduler's PodGroups (every simulated
+/// cluster runs it) and Multi-Cluster Services' ServiceExport (the
+/// simulated clusters are one clusterset).
+fn install_ground_crds(cluster: &Cluster) {
     let Some(crds) = cluster
         .store
         .resource_type("apiextensions.k8s.io", "customresourcedefinitions")
     else {
         return;
     };
-    let crd = serde_json::json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "podgroups.scheduler.tensorstack.dev"},
-        "spec": {
-            "group": "scheduler.tensorstack.dev", "scope": "Namespaced",
-            "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup", "listKind": "PodGroupList", "shortNames": ["pg"]},
-            "versions": [{
-                "name": "v1beta1", "served": true, "storage": true, "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-                "additionalPrinterColumns": [
-                    {"name": "MinMember", "type": "integer", "jsonPath": ".spec.minMember"},
-                    {"name": "Queue", "type": "string", "jsonPath": ".spec.queue"},
-                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                ],
-            }],
-        },
-    });
+    let pod_groups = schemaless_crd(
+        ("scheduler.tensorstack.dev", "v1beta1"),
+        ("PodGroup", "podgroups", "pg"),
+        serde_json::json!([
+            {"name": "MinMember", "type": "integer", "jsonPath": ".spec.minMember"},
+            {"name": "Queue", "type": "string", "jsonPath": ".spec.queue"},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ]),
+    );
+    let service_exports = schemaless_crd(
+        ("multicluster.x-k8s.io", "v1alpha1"),
+        ("ServiceExport", "serviceexports", "svcex"),
+        serde_json::json!([]),
+    );
     let write = store::WriteMeta {
         manager: "kube-apiserver".into(),
         now: store::now(),
         dry_run: false,
     };
-    // A fresh store has no CRD of that name.
-    let _ = cluster.store.create(&crds, "", crd, &write);
+    for crd in [pod_groups, service_exports] {
+        // A fresh store has no CRD of these names.
+        let _ = cluster.store.create(&crds, "", crd, &write);
+    }
+}
+
+/// A namespaced CRD of one version that keeps any field, with a status
+/// subresource and the given printer columns.
+fn schemaless_crd(
+    (group, version): (&str, &str),
+    (kind, plural, short_name): (&str, &str, &str),
+    columns: serde_json::Value,
+) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group, "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind, "listKind": format!("{kind}List"), "shortNames": [short_name]},
+            "versions": [{
+                "name": version, "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                "additionalPrinterColumns": columns,
+            }],
+        },
+    })
 }
 
 async fn accept_loop(

@@ -153,7 +153,7 @@ func registerMembers(ctx context.Context, home *cluster, members []*cluster) err
 			"metadata": map[string]any{"name": member.name},
 			"spec": map[string]any{
 				"kubeconfigSecretRef": map[string]any{"name": member.name, "namespace": secretsNamespace, "key": kubeconfigKey},
-				"exportServices":      false,
+				"exportServices":      true,
 			},
 		})
 		for _, obj := range []*unstructured.Unstructured{secret, memberCluster} {

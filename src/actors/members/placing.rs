@@ -172,7 +172,7 @@ impl MemberSupervisor {
         Arc::new(Target {
             handle: self.shared.home.clone(),
             address_template: DEFAULT_ADDRESS_TEMPLATE.to_string(),
-            export_services: false,
+            export_services: self.shared.config.home_export_services,
             home: true,
             admission: None,
         })
@@ -209,6 +209,7 @@ impl MemberSupervisor {
             states.push(ClusterState {
                 name: self.shared.home.name.clone(),
                 ready: true,
+                unreachable: self.shared.config.home_unreachable(),
                 nodes: home.snapshot().nodes,
                 ..Default::default()
             });
@@ -238,6 +239,7 @@ impl MemberSupervisor {
                 ready: informers.is_some(),
                 unschedulable: spec.spec.unschedulable,
                 stable_addresses: spec.spec.gives_stable_addresses(),
+                unreachable: spec.spec.unreachable_across_clusters(),
                 nodes: informers
                     .map(|i| i.capacity.snapshot().nodes)
                     .unwrap_or_default(),

@@ -138,6 +138,16 @@ impl MemberClusterSpec {
     pub fn gives_stable_addresses(&self) -> bool {
         self.address_template == DEFAULT_ADDRESS_TEMPLATE && self.export_services
     }
+
+    /// Why peers on other clusters cannot reach a replica here (None: they
+    /// can); a split job uses only members they can reach.
+    pub fn unreachable_across_clusters(&self) -> Option<String> {
+        crate::placement::unreachable_across_clusters(
+            &self.address_template,
+            self.export_services,
+            "exportServices",
+        )
+    }
 }
 
 fn default_address_template() -> String {

@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::{ClusterState, Policy};
 use crate::api::FederationStrategy;
+use crate::builders::DEFAULT_ADDRESS_TEMPLATE;
 
 /// Namespaces of a member that are its own, or the controller's: no job's
 /// replicas land there, whatever the job's namespace on home.
@@ -98,6 +99,24 @@ pub(super) fn eligible<'a>(
 
 /// Why a job that fails over replica by replica passes over a member.
 pub const UNSTABLE_ADDRESSES: &str = "spec.scheduler.federation.failover LostReplicas needs the clusterset.local address of an exported Service here (addressTemplate {service}.{namespace}.svc.clusterset.local, exportServices: true), so that a moved replica keeps its address";
+
+/// Why peers on other clusters cannot reach a replica on a cluster by the
+/// address a split job's `TF_CONFIG` gives it (None: they can). The default
+/// template is the Multi-Cluster Services name, which resolves only once
+/// the Service is exported; any other template is the operator's own
+/// (their DNS or gateway answers it), and trusted. `setting` names the
+/// switch that would export (the MemberCluster's or the controller's).
+pub fn unreachable_across_clusters(
+    address_template: &str,
+    exports: bool,
+    setting: &str,
+) -> Option<String> {
+    (address_template == DEFAULT_ADDRESS_TEMPLATE && !exports).then(|| {
+        format!(
+            "peers on other clusters would reach its replicas at {address_template}, which no one answers: its Services are not exported ({setting}: false)"
+        )
+    })
+}
 
 /// Why a job waits for a cluster its `clusterNames` lists but no
 /// MemberCluster has registered (yet): not for capacity.

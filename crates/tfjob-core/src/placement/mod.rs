@@ -38,7 +38,7 @@ pub mod queue;
 mod tests;
 
 use eligibility::eligible;
-pub use eligibility::{SYSTEM_NAMESPACES, selector_matches};
+pub use eligibility::{SYSTEM_NAMESPACES, selector_matches, unreachable_across_clusters};
 pub use ledger::{Ledger, PodNames, charge};
 
 /// Resource amounts in milli-units, by resource name.
@@ -72,6 +72,10 @@ pub struct ClusterState {
     /// (`{service}.{namespace}.svc.clusterset.local`) of an exported
     /// Service (members).
     pub stable_addresses: bool,
+    /// Why replicas here cannot be reached from other clusters by the
+    /// address a split job's `TF_CONFIG` names them with (None: they can).
+    /// A job is split only over clusters that can be reached.
+    pub unreachable: Option<String>,
     /// Free capacity of each schedulable node.
     pub nodes: Vec<Resources>,
 }
@@ -331,13 +335,21 @@ pub fn shape(demands: &[Demand], policy: &Policy) -> String {
 }
 
 /// Places every replica or explains why none can be placed.
-pub fn place(
+pub fn place<'a>(
     demands: &[Demand],
-    clusters: &[ClusterState],
+    clusters: &'a [ClusterState],
     policy: &Policy,
 ) -> Result<Assignment, Unplaceable> {
     let mut reasons = BTreeMap::new();
     let candidates = eligible(clusters, policy, &mut reasons);
+    // A split job's replicas reach each other by their clusters' address
+    // templates: a cluster whose replicas nothing outside it can reach by
+    // that name takes a job only whole.
+    let splittable: Vec<&ClusterState> = candidates
+        .iter()
+        .copied()
+        .filter(|c| c.unreachable.is_none())
+        .collect();
     let all: Vec<&Demand> = demands.iter().collect();
     let single = |reasons: &mut BTreeMap<String, String>| -> Option<Assignment> {
         let cluster = whole_job_cluster(&candidates, demands, &all, reasons)?;
@@ -351,7 +363,7 @@ pub fn place(
     let placed = match (policy.strategy, policy.allow_split) {
         (_, false) | (FederationStrategy::Pack, true) => single(&mut reasons).or_else(|| {
             if policy.allow_split {
-                pack_split(demands, &candidates)
+                pack_split(demands, &splittable)
             } else {
                 None
             }
@@ -361,22 +373,27 @@ pub fn place(
             // over the roomiest first, then over fewer of them (the roomiest
             // k, k as large as fits), so a job never waits while clusters
             // it could spread over have room — a full cluster among them
-            // included.
-            let mut roomiest = candidates.clone();
-            roomiest.sort_by_key(|c| {
-                (
-                    std::cmp::Reverse(c.free_total(GPU)),
-                    std::cmp::Reverse(c.free_total("cpu")),
-                )
-            });
+            // included. Over one cluster (k = 1) the roomiest of all takes
+            // the job whole.
+            let roomiest_first = |clusters: &[&'a ClusterState]| {
+                let mut sorted = clusters.to_vec();
+                sorted.sort_by_key(|c| {
+                    (
+                        std::cmp::Reverse(c.free_total(GPU)),
+                        std::cmp::Reverse(c.free_total("cpu")),
+                    )
+                });
+                sorted
+            };
+            let roomiest = roomiest_first(&splittable);
             deal(
                 demands,
-                &candidates,
-                &spread_quota(demands, &candidates),
+                &splittable,
+                &spread_quota(demands, &splittable),
                 &mut reasons,
             )
             .or_else(|| {
-                (1..=roomiest.len()).rev().find_map(|k| {
+                (2..=roomiest.len()).rev().find_map(|k| {
                     let over = &roomiest[..k];
                     deal(
                         demands,
@@ -386,14 +403,34 @@ pub fn place(
                     )
                 })
             })
+            .or_else(|| {
+                let over = &roomiest_first(&candidates)[..candidates.len().min(1)];
+                deal(
+                    demands,
+                    over,
+                    &spread_quota(demands, over),
+                    &mut BTreeMap::new(),
+                )
+            })
         }
         (FederationStrategy::Weighted, true) => deal(
             demands,
-            &candidates,
-            &weighted_quota(demands.len(), &candidates, &policy.weights),
+            &splittable,
+            &weighted_quota(demands.len(), &splittable, &policy.weights),
             &mut reasons,
-        ),
+        )
+        .or_else(|| (splittable.len() < candidates.len()).then(|| single(&mut reasons))?),
     };
+    if placed.is_none() && candidates.len() > 1 {
+        for c in candidates.iter().filter(|c| c.unreachable.is_some()) {
+            let why = c.unreachable.as_deref().unwrap_or_default();
+            let reason = match reasons.get(&c.name) {
+                Some(short) => format!("{short}; not split onto: {why}"),
+                None => format!("not split onto: {why}"),
+            };
+            reasons.insert(c.name.clone(), reason);
+        }
+    }
     placed.ok_or_else(|| Unplaceable {
         reasons,
         eligible: candidates.len(),

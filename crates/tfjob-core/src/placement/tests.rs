@@ -674,3 +674,97 @@ proptest::proptest! {
         }
     }
 }
+
+fn unexported(name: &str, nodes: usize, gpus_per_node: i64) -> ClusterState {
+    ClusterState {
+        unreachable: unreachable_across_clusters(
+            crate::builders::DEFAULT_ADDRESS_TEMPLATE,
+            false,
+            "exportServices",
+        ),
+        ..cluster(name, nodes, gpus_per_node)
+    }
+}
+
+#[test]
+fn only_exported_or_self_addressed_clusters_are_reachable_across_clusters() {
+    use crate::builders::DEFAULT_ADDRESS_TEMPLATE;
+    let why = unreachable_across_clusters(DEFAULT_ADDRESS_TEMPLATE, false, "exportServices")
+        .expect("an MCS name nobody exports");
+    assert!(
+        why.contains("{service}.{namespace}.svc.clusterset.local")
+            && why.contains("exportServices: false"),
+        "{why}"
+    );
+    assert_eq!(
+        unreachable_across_clusters(DEFAULT_ADDRESS_TEMPLATE, true, "exportServices"),
+        None
+    );
+    // The operator's own template: their DNS answers it.
+    assert_eq!(
+        unreachable_across_clusters(
+            "{service}.{namespace}.{cluster}.example.com",
+            false,
+            "exportServices"
+        ),
+        None
+    );
+}
+
+#[test]
+fn a_job_is_split_only_over_clusters_its_peers_can_reach() {
+    // 8 GPUs over two clusters of 4: only a split fits.
+    for strategy in [
+        FederationStrategy::Pack,
+        FederationStrategy::Spread,
+        FederationStrategy::Weighted,
+    ] {
+        let policy = Policy {
+            strategy,
+            weights: BTreeMap::from([("member-1".to_string(), 1), ("member-2".to_string(), 1)]),
+            ..Policy::default()
+        };
+        let exported = vec![cluster("member-1", 1, 4), cluster("member-2", 1, 4)];
+        let a = place(&job(7, 0, 1), &exported, &policy).expect("split over exported members");
+        assert_eq!(per_cluster(&a).len(), 2, "{strategy:?}");
+
+        let one_unexported = vec![cluster("member-1", 1, 4), unexported("member-2", 1, 4)];
+        let err =
+            place(&job(7, 0, 1), &one_unexported, &policy).expect_err("no split onto member-2");
+        let why = &err.reasons["member-2"];
+        assert!(
+            why.contains("not split onto") && why.contains("svc.clusterset.local"),
+            "{strategy:?}: {why}"
+        );
+        assert!(
+            !err.reasons["member-1"].contains("not split onto"),
+            "{:?}",
+            err.reasons
+        );
+
+        // A job that fits whole still goes to an unexported cluster.
+        let a = place(&job(3, 0, 1), &one_unexported, &policy).expect("fits whole");
+        assert_eq!(per_cluster(&a).len(), 1, "{strategy:?}: {a:?}");
+    }
+}
+
+#[test]
+fn a_split_leaves_out_the_unreachable_cluster_and_uses_the_others() {
+    let clusters = vec![
+        unexported("home", 1, 4),
+        cluster("member-1", 1, 4),
+        cluster("member-2", 1, 4),
+    ];
+    for strategy in [FederationStrategy::Pack, FederationStrategy::Spread] {
+        let policy = Policy {
+            strategy,
+            ..Policy::default()
+        };
+        let a = place(&job(7, 0, 1), &clusters, &policy).expect("the members take it");
+        assert_eq!(
+            per_cluster(&a),
+            BTreeMap::from([("member-1".to_string(), 4), ("member-2".to_string(), 4)]),
+            "{strategy:?}"
+        );
+    }
+}
