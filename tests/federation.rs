@@ -450,6 +450,21 @@ async fn a_job_larger_than_any_cluster_spans_two_with_cross_cluster_tf_config(gr
     }
 }
 
+/// The message of job `name`'s `WaitingForCapacity` condition, once it has one.
+async fn waiting_message(f: &Federation, name: &str, limit: Duration) -> String {
+    let jobs = typed_jobs(f);
+    eventually(&format!("{name} waits for capacity"), limit, async || {
+        let job = jobs.get(name).await.ok()?;
+        let condition = job
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.reason.as_deref() == Some("WaitingForCapacity"))?;
+        condition.message
+    })
+    .await
+}
+
 /// A split job's peers reach each other by their clusters' clusterset.local
 /// names, which resolve only for exported Services: over members that do
 /// not export, the job that fits only split waits, saying why (and `plan`
@@ -471,21 +486,7 @@ async fn a_job_is_split_only_over_members_that_export_their_services(ground: Gro
         "{planned}"
     );
     f.submit(job).await;
-    let jobs = typed_jobs(&f);
-    let waiting = eventually(
-        "split waits for members that export",
-        Duration::from_secs(20),
-        async || {
-            let job = jobs.get("split").await.ok()?;
-            let condition = job
-                .status?
-                .conditions
-                .into_iter()
-                .find(|c| c.reason.as_deref() == Some("WaitingForCapacity"))?;
-            condition.message
-        },
-    )
-    .await;
+    let waiting = waiting_message(&f, "split", Duration::from_secs(20)).await;
     assert!(
         waiting.contains(&format!(
             "member-1, member-2: insufficient nvidia.com/gpu (need 6); {unreachable}"
@@ -523,21 +524,7 @@ async fn without_split_a_job_waits_with_reasons_then_runs_when_capacity_frees(gr
         "1",
     ))
     .await;
-    let jobs = typed_jobs(&f);
-    let waiting = eventually(
-        "whole waits for capacity",
-        Duration::from_secs(15),
-        async || {
-            let job = jobs.get("whole").await.ok()?;
-            let condition = job
-                .status?
-                .conditions
-                .into_iter()
-                .find(|c| c.reason.as_deref() == Some("WaitingForCapacity"))?;
-            condition.message
-        },
-    )
-    .await;
+    let waiting = waiting_message(&f, "whole", Duration::from_secs(15)).await;
     assert!(
         waiting.contains("member-1, member-2: insufficient nvidia.com/gpu (need 4)"),
         "{waiting}"
