@@ -1,14 +1,17 @@
-//! Real TensorFlow on the real clusters: the example jobs of
-//! `config/examples/tensorflow/` run as processes (the launcher's process
-//! runtime, `tensorflow-cpu` from `hack/tf-venv`), each learning its cluster
-//! from the `TF_CONFIG` the controller wrote, under the identities `deploy/`
-//! ships. TensorFlow is the judge: a wrong task type, index, port or address
-//! form fails the training, not a string comparison of ours.
+//! Real TensorFlow on real nodes (docs/src/testing/real-tensorflow.md):
+//! the example jobs of `config/examples/tensorflow/` run by each cluster's
+//! kubelet and containerd from the TensorFlow image (`tensorflow-cpu` of
+//! `hack/tf-venv`), each task learning its cluster from the `TF_CONFIG` the
+//! controller wrote and finding its peers through CoreDNS, under the
+//! identities `deploy/` ships. TensorFlow is the judge: a wrong task type,
+//! index, port or address form fails the training, not a string comparison
+//! of ours. A test kills or holds a task from the host (its container's
+//! PID 1 takes SIGKILL and SIGSTOP from there, nothing else).
 
 #[macro_use]
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use common::federation::*;
@@ -19,17 +22,18 @@ use kube::api::Api;
 use serde_json::{Value, json};
 
 /// Home and two members exporting their services (clusterset.local names
-/// resolve), the controller as deployed, the TensorFlow venv ready, and the
-/// member identity allowed `pods/log` (docs/src/kubectl-plugin.md).
+/// resolve) and admitting the examples' hostPath, the controller as
+/// deployed, and the member identity allowed `pods/log`
+/// (docs/src/kubectl-plugin.md).
 async fn tf_federation() -> Federation {
     tf_federation_with(HOME_NOT_TARGET).await
 }
 
 /// [`tf_federation`] with the controller's `settings`.
 async fn tf_federation_with(settings: &str) -> Federation {
-    real::tf_venv().await;
     let f = federation(Ground::Real).settings(settings).start().await;
-    f.export_services().await;
+    f.patch_members(json!({"exportServices": true, "podPolicy": {"allowHostPath": true}}))
+        .await;
     real::grant_member_logs(real::three_clusters().await, &["member-1", "member-2"]).await;
     f
 }
@@ -136,10 +140,12 @@ async fn a_worker_killed_under_on_failure_restarts_once_and_training_finishes() 
         log.contains("chief-0: step 10/600").then_some(())
     })
     .await;
+    let killed = pods_of(&f, "tf-kill", &placed["worker-1"]).await["tf-kill-worker-1"]
+        .0
+        .clone();
     kill_worker_1(&uid, "ps_strategy.py");
-    // The replica restarts once: a new pod under the same name (its second
-    // attempt on its member) whose process serves again while the chief
-    // goes on (its log is the launcher's file: the pod goes with the job).
+    // The replica restarts once: a new pod under the same name whose
+    // process serves again while the chief goes on.
     f.wait_job("tf-kill", "worker-1 restarted", TF_TEST_LIMIT, |j| {
         j["status"]["tasks"]
             .as_array()
@@ -148,18 +154,12 @@ async fn a_worker_killed_under_on_failure_restarts_once_and_training_finishes() 
             .any(|t| t["type"] == "worker" && t["restartCount"] == json!(1))
     })
     .await;
-    let second = real::three_clusters()
-        .await
-        .dir()
-        .join("logs/pods")
-        .join(&placed["worker-1"])
-        .join(format!("{}_tf-kill-worker-1/tensorflow/1.log", f.namespace));
     eventually(
         "the restarted worker-1 serving",
         TF_TEST_LIMIT,
         async || {
-            let log = std::fs::read_to_string(&second).ok()?;
-            log.contains("worker-1: serving at ").then_some(log)
+            let (pod, log) = log_of(&f, &placed["worker-1"], "tf-kill-worker-1").await?;
+            (pod != killed && log.contains("worker-1: serving at ")).then_some(())
         },
     )
     .await;
@@ -213,16 +213,23 @@ async fn a_worker_killed_under_on_failure_restarts_once_and_training_finishes() 
     assert!(started.elapsed() < TF_TEST_LIMIT);
 }
 
-/// The settings of the loss scenario: members only; a member is lost 8 s
-/// after its last good probe, and its fence stops the pods there 6 s after
-/// the controller's last renewal, with 1 s of grace and 0.5 s for the
-/// clocks (6 + 1 + 0.5 < 8): a replica's old process is gone before its
-/// new one starts. (Ten TensorFlow processes starting at once on two cores
-/// stall the API servers for seconds: a fence 3 s after the last renewal
-/// stopped reachable members' pods.)
+/// The settings of the loss scenario: members only; a member is lost 12 s
+/// after its last good probe, and its fence deletes the pods there 6 s
+/// after the controller's last renewal, with 1 s of grace and 4 s of margin
+/// for the clocks and the member's slowness (6 + 1 + 4 < 12): a replica's
+/// old pod is stopped before its new one starts. The margin is the real
+/// kubelet's: on this loaded two-core machine a deleted pod was still
+/// Running more than 3 s after the fence's delete with 1 s of grace, and
+/// its new copy was already created with a margin of 0.5 s. (Ten
+/// TensorFlow processes starting at once on two cores stall the API
+/// servers for seconds: a fence 3 s after the last renewal stopped
+/// reachable members' pods.)
 const FENCED_LOSS: &str = "homeIsTarget: false\nmemberProbeIntervalMs: 500\n\
-                           clusterLostTimeoutMs: 8000\nfenceAfterMs: 6000\n\
-                           fencePodGraceMs: 1000\nclockSkewMarginMs: 500\n";
+                           clusterLostTimeoutMs: 12000\nfenceAfterMs: 6000\n\
+                           fencePodGraceMs: 1000\nclockSkewMarginMs: 4000\n";
+/// The loss scenario's limit: ten TensorFlow containers start before the
+/// loss and four after it, on two cores.
+const LOSS_TEST_LIMIT: std::time::Duration = std::time::Duration::from_secs(360);
 const MEMBERS: [&str; 2] = ["member-1", "member-2"];
 
 /// The PS example as `name` with one ps and `workers` workers, each worker
@@ -290,17 +297,20 @@ async fn pods_of(f: &Federation, job: &str, cluster: &str) -> BTreeMap<String, (
         .collect()
 }
 
-/// The log of attempt `attempt` of the pod named `pod` on `cluster` (the
-/// launcher's file: attempts are counted per pod name and cluster, so a
-/// pod re-created under its name writes the next one).
-async fn pod_log(f: &Federation, cluster: &str, pod: &str, attempt: u32) -> String {
-    let path = real::three_clusters()
+/// The uid and log of the pod named `pod` on `cluster` now, if it has one.
+async fn log_of(f: &Federation, cluster: &str, pod: &str) -> Option<(String, String)> {
+    let pods: Api<Pod> = Api::namespaced(f.clients[cluster].clone(), &f.namespace);
+    let uid = pods.get(pod).await.ok()?.metadata.uid?;
+    let log = pods.logs(pod, &Default::default()).await.ok()?;
+    Some((uid, log))
+}
+
+/// The log of the pod named `pod` on `cluster` ("" before it has one).
+async fn current_log(f: &Federation, cluster: &str, pod: &str) -> String {
+    log_of(f, cluster, pod)
         .await
-        .dir()
-        .join("logs/pods")
-        .join(cluster)
-        .join(format!("{}_{pod}/tensorflow/{attempt}.log", f.namespace));
-    std::fs::read_to_string(path).unwrap_or_default()
+        .map(|(_, log)| log)
+        .unwrap_or_default()
 }
 
 /// The last step a chief's log printed (0 before the first).
@@ -314,24 +324,24 @@ fn last_step(log: &str) -> u32 {
         .unwrap_or(0)
 }
 
-/// The addresses `host` has in the hosts file that the chief process of
-/// job `uid` resolves names with (seen through the process's own root: the
-/// real ground mounts its pod's file there and rewrites it as the clusters'
-/// EndpointSlices change).
-fn chief_resolves(uid: &str, host: &str) -> Vec<String> {
-    processes_of(uid, "chief", 0, "ps_strategy.py")
-        .into_iter()
-        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/root/etc/hosts")).ok())
-        .flat_map(|hosts| {
-            hosts
-                .lines()
-                .filter_map(|line| {
-                    let mut fields = line.split_whitespace();
-                    let address = fields.next()?;
-                    fields.any(|n| n == host).then(|| address.to_string())
-                })
-                .collect::<Vec<_>>()
-        })
+/// The addresses `name` resolves to inside the container of `pod` on
+/// `cluster` (its resolver asks its cluster's DNS Service), sorted; none
+/// while it does not resolve.
+async fn resolves_in(f: &Federation, cluster: &str, pod: &str, name: &str) -> Vec<String> {
+    let program = format!(
+        "import socket\ntry:\n    print(*sorted({{a[4][0] for a in socket.getaddrinfo('{name}', 2222)}}))\nexcept OSError:\n    pass"
+    );
+    let output = tokio::process::Command::new(common::kubectl::kubectl_binary())
+        .arg("--kubeconfig")
+        .arg(f.kubeconfig(cluster))
+        .args(["exec", "-n", &f.namespace, pod, "-c", "tensorflow", "--"])
+        .args(["python3", "-c", &program])
+        .output()
+        .await
+        .expect("kubectl runs");
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .map(str::to_string)
         .collect()
 }
 
@@ -369,11 +379,9 @@ fn signal_chief(uid: &str, signal: &str) -> usize {
 /// always comes mid-training, and tf-part's worker-1 is back before its
 /// chief goes on, however long TensorFlow takes to start on a loaded
 /// machine (much longer than the training left). Its chief goes on once
-/// worker-1's name resolves to the new pod alone in the chief's own hosts
-/// file. (The new pod often gets the address the old one freed: the real
-/// ground keeps an address's hardware address, or the chief's neighbour
-/// cache sent worker-1's frames nowhere for up to 45 s and its training
-/// ended before it took worker-1 back, as in a CI run.)
+/// worker-1's clusterset name resolves to the new pod alone, asked inside
+/// the chief's container (member-1's CoreDNS, from the imports of the
+/// member that now exports it).
 async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_otherwise() {
     const STEPS: u32 = 60;
     let f = tf_federation_with(FENCED_LOSS).await;
@@ -383,13 +391,16 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
     for member in MEMBERS {
         fences.push(start_fence(&f, member).await);
     }
-    // Scripted pods (no process) holding GPUs for 10 s.
+    // Pods holding GPUs for 10 s.
     for (hold, member, gpus) in [("hold-1", "member-1", 1), ("hold-2", "member-2", 2)] {
-        f.submit(gpu_job(
-            hold,
-            &[("worker", 1, gpus)],
-            json!({"scheduler": {"federation": {"clusterNames": [member]}}}),
-            "10",
+        f.submit(sleeping(
+            gpu_job(
+                hold,
+                &[("worker", 1, gpus)],
+                json!({"scheduler": {"federation": {"clusterNames": [member]}}}),
+                "10",
+            ),
+            10,
         ))
         .await;
     }
@@ -484,12 +495,12 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
         for (job, _) in &jobs {
             let chief = format!("{job}-chief-0");
             if held_at.contains_key(job)
-                || last_step(&pod_log(&f, "member-1", &chief, 0).await) < 20
+                || last_step(&current_log(&f, "member-1", &chief).await) < 20
             {
                 continue;
             }
             assert_eq!(signal_chief(&uids[job], "STOP"), 1, "{job}'s chief held");
-            held_at.insert(*job, last_step(&pod_log(&f, "member-1", &chief, 0).await));
+            held_at.insert(*job, last_step(&current_log(&f, "member-1", &chief).await));
         }
         (held_at.len() == jobs.len()).then_some(())
     })
@@ -534,7 +545,7 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
         "tf-part's worker-1 serving on member-1",
         TF_TEST_LIMIT,
         async || {
-            let log = pod_log(&f, "member-1", "tf-part-worker-1", 0).await;
+            let log = current_log(&f, "member-1", "tf-part-worker-1").await;
             log.contains("worker-1: serving at ").then_some(())
         },
     )
@@ -551,7 +562,10 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
     eventually(
         "tf-part's chief resolving worker-1 to its pod on member-1 alone",
         TF_TEST_LIMIT,
-        async || (chief_resolves(&uids["tf-part"], &name) == [address.as_str()]).then_some(()),
+        async || {
+            let resolved = resolves_in(&f, "member-1", "tf-part-chief-0", &name).await;
+            (resolved == [address.as_str()]).then_some(())
+        },
     )
     .await;
     assert_eq!(signal_chief(&uids["tf-part"], "CONT"), 1, "tf-part's chief");
@@ -641,12 +655,12 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
     }
 
     for (job, _) in &jobs {
-        succeeded(&f, job, TF_TEST_LIMIT.saturating_sub(started.elapsed())).await;
+        succeeded(&f, job, LOSS_TEST_LIMIT.saturating_sub(started.elapsed())).await;
     }
     eprintln!("{:.1?}: every job succeeded", started.elapsed());
     // tf-part's chief, one process from its first step to its last, saw
     // worker-1 fail, took it back, and trained on to the end.
-    let log = pod_log(&f, "member-1", "tf-part-chief-0", 0).await;
+    let log = current_log(&f, "member-1", "tf-part-chief-0").await;
     assert!(log.contains("chief-0: no checkpoint in "), "{log}");
     assert!(!log.contains("resumed from"), "{log}");
     let failed = log
@@ -660,9 +674,9 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
         .unwrap_or_else(|| panic!("the last step: {log}"));
     assert!(failed < recovered && recovered < last, "{log}");
     // The whole restarts resumed from the checkpoints of their first run
-    // (the new chief's log is its pod name's second attempt on member-1).
+    // (the chief's pod now is the one the restart made: it kept its pod).
     for job in ["tf-whole", "tf-ps-lost"] {
-        let log = pod_log(&f, "member-1", &format!("{job}-chief-0"), 1).await;
+        let log = current_log(&f, "member-1", &format!("{job}-chief-0")).await;
         let resumed = log
             .lines()
             .find_map(|l| {
@@ -689,7 +703,27 @@ async fn a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_o
         "a member lost under three PS jobs, all finished in {:.1?}",
         started.elapsed()
     );
-    assert!(started.elapsed() < TF_TEST_LIMIT);
+    assert!(started.elapsed() < LOSS_TEST_LIMIT);
+}
+
+/// `job` (a [`gpu_job`]) as a real node runs it: each replica sleeps
+/// `seconds` in the python image, asking for a tenth of a core.
+fn sleeping(mut job: Value, seconds: u32) -> Value {
+    for replica in job["spec"]["replicaSpecs"]
+        .as_array_mut()
+        .expect("replicaSpecs")
+    {
+        let container = &mut replica["template"]["spec"]["containers"][0];
+        container["image"] = json!("localhost/tfjob-federator/python:3");
+        container["imagePullPolicy"] = json!("IfNotPresent");
+        container["command"] = json!([
+            "python3",
+            "-c",
+            format!("import time; time.sleep({seconds})")
+        ]);
+        container["resources"]["requests"]["cpu"] = json!("100m");
+    }
+    job
 }
 
 /// SIGKILL to every process of replica worker-1 of job `uid`.
@@ -714,11 +748,12 @@ async fn a_mirrored_worker_killed_under_on_failure_restarts_once_and_both_resume
     let f = tf_federation().await;
     // The clusters are this test's from here (tests take turns on them).
     let started = Instant::now();
+    // Its pods are kept: the restarted worker-1's log is read after the end.
     f.submit(example(
         "multi-worker-mirrored.yaml",
         "tf-mwms-kill",
         300,
-        json!({}),
+        json!({"runPolicy": {"backoffLimit": 3, "cleanUpPolicy": "none"}}),
     ))
     .await;
     let job = f
@@ -776,23 +811,13 @@ async fn a_mirrored_worker_killed_under_on_failure_restarts_once_and_both_resume
         survivor.contains("worker-0: step 300/300 loss "),
         "{survivor}"
     );
-    // The restarted worker-1 (its pod's second attempt on its member; the
-    // launcher's file, the pod may be gone with the job) resumed too.
-    let second = real::three_clusters()
-        .await
-        .dir()
-        .join("logs/pods")
-        .join(&placed["worker-1"])
-        .join(format!(
-            "{}_tf-mwms-kill-worker-1/tensorflow/1.log",
-            f.namespace
-        ));
-    let restarted = std::fs::read_to_string(&second).unwrap_or_default();
-    assert!(
-        restarted.contains("worker-1: resumed from "),
-        "{}: {restarted}",
-        second.display()
-    );
+    // The restarted worker-1 (the pod under its name now) resumed too.
+    let restarted = eventually("the restarted worker-1's end", TF_TEST_LIMIT, async || {
+        let log = current_log(&f, &placed["worker-1"], "tf-mwms-kill-worker-1").await;
+        log.contains("worker-1: trained 300 steps").then_some(log)
+    })
+    .await;
+    assert!(restarted.contains("worker-1: resumed from "), "{restarted}");
     eprintln!(
         "tf-mwms-kill: a worker killed, both resumed and finished in {:.1?}",
         started.elapsed()
@@ -800,8 +825,85 @@ async fn a_mirrored_worker_killed_under_on_failure_restarts_once_and_both_resume
     assert!(started.elapsed() < TF_TEST_LIMIT);
 }
 
+/// ParameterServerStrategy with a sidecar evaluator (tensorflow#46169):
+/// the coordinator connects to every task of its cluster, so with the
+/// evaluator, which serves nothing, in the chief's `TF_CONFIG` it would
+/// wait forever. The training tasks' cluster lists no evaluator, the
+/// evaluator's lists itself; the chief trains to the end and the
+/// evaluator evaluates its checkpoints, the last one too (the job keeps
+/// its pods: `cleanUpPolicy: none`).
+async fn a_ps_job_with_a_sidecar_evaluator_split_over_two_members_trains_and_evaluates() {
+    let f = tf_federation().await;
+    let mut job = example(
+        "ps-strategy.yaml",
+        "tf-eval",
+        40,
+        json!({"runPolicy": {"backoffLimit": 3, "cleanUpPolicy": "none"}}),
+    );
+    let replicas = job["spec"]["replicaSpecs"]
+        .as_array_mut()
+        .expect("replicaSpecs");
+    let mut evaluator = replicas[0].clone();
+    evaluator["type"] = json!("evaluator");
+    evaluator["restartPolicy"] = json!("Never");
+    replicas.push(evaluator);
+    f.submit(job).await;
+    let running = f
+        .wait_job(
+            "tf-eval",
+            "every replica placed and running",
+            TF_TEST_LIMIT,
+            |j| clusters_of(j).len() == 6 && j["status"]["aggregate"]["running"] == json!(6),
+        )
+        .await;
+    let placed = clusters_of(&running);
+    let used: BTreeSet<&String> = placed.values().collect();
+    assert_eq!(used.len(), 2, "Spread uses both members: {placed:?}");
+    for (replica, lists_evaluator) in [
+        ("chief-0", false),
+        ("ps-0", false),
+        ("worker-1", false),
+        ("evaluator-0", true),
+    ] {
+        let config = tf_config(&f, &placed[replica], &format!("tf-eval-{replica}")).await;
+        assert_eq!(
+            config["cluster"].get("evaluator").is_some(),
+            lists_evaluator,
+            "{replica}: {config}"
+        );
+        assert_eq!(
+            config["cluster"]["worker"].as_array().map(Vec::len),
+            Some(2)
+        );
+    }
+    succeeded(&f, "tf-eval", TF_TEST_LIMIT).await;
+    let chief = plugin(
+        &f.kubeconfig("home"),
+        &["logs", "tf-eval", "-n", &f.namespace],
+    )
+    .await;
+    assert!(chief.contains("chief-0: trained 40 steps"), "{chief}");
+    let evaluated = eventually(
+        "the evaluator's last evaluation",
+        TF_TEST_LIMIT,
+        async || {
+            let log = plugin(
+                &f.kubeconfig("home"),
+                &["logs", "tf-eval", "evaluator-0", "-n", &f.namespace],
+            )
+            .await;
+            log.contains("evaluator-0: evaluated ckpt-40 at step 40: loss ")
+                .then_some(log)
+        },
+    )
+    .await;
+    assert!(
+        evaluated.contains("evaluator-0: evaluated ckpt-"),
+        "{evaluated}"
+    );
+}
+
 async fn ps_job_in_single_cluster_mode_on_home_trains_to_success() {
-    real::tf_venv().await;
     let f = Setup::on(Ground::Real).json_jobs().start().await;
     let started = Instant::now();
     f.submit(example(
@@ -839,9 +941,10 @@ macro_rules! real_ground {
     )*};
 }
 
-mod on_real_clusters {
+mod on_real_nodes {
     real_ground!(
         ps_job_spread_over_both_members_trains_to_success,
+        a_ps_job_with_a_sidecar_evaluator_split_over_two_members_trains_and_evaluates,
         multi_worker_mirrored_job_spread_over_both_members_succeeds,
         a_worker_killed_under_on_failure_restarts_once_and_training_finishes,
         a_lost_member_moves_a_worker_alone_under_lost_replicas_and_whole_jobs_otherwise,

@@ -272,7 +272,12 @@ impl<View> Setup<View> {
             "the pods per node of real nodes are fixed"
         );
         let (clusters, node_count) = if self.members.is_empty() {
-            (real::one_cluster().await, NodeShape::default().count)
+            let count = if real::on_real_nodes() {
+                1
+            } else {
+                NodeShape::default().count
+            };
+            (real::one_cluster().await, count)
         } else {
             assert_eq!(
                 self.members,

@@ -1,8 +1,7 @@
-//! Real TensorFlow's helpers (`tests/tensorflow.rs`, `tests/real_nodes.rs`):
-//! the example jobs of `config/examples/tensorflow/`, as the process
-//! runtime runs them or as real nodes do ([`on_real_nodes`]), waiting for
-//! their end with TensorFlow's logs on a failure, `kubectl tfjob`, and the
-//! `TF_CONFIG` the controller wrote.
+//! Real TensorFlow's helpers (`tests/tensorflow.rs`): the example jobs of
+//! `config/examples/tensorflow/` (the TensorFlow image of the real nodes),
+//! waiting for their end with TensorFlow's logs on a failure, `kubectl
+//! tfjob`, and the `TF_CONFIG` the controller wrote.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -171,43 +170,6 @@ pub fn addresses(config: &Value) -> Vec<(String, String)> {
     out
 }
 
-/// The image of the real nodes' TensorFlow pods (`hack/real-clusters
-/// --tensorflow-image`): the pinned tensorflow-cpu, the example programs
-/// in /examples.
-pub const TENSORFLOW_IMAGE: &str = "localhost/tfjob-federator/tensorflow:2.21.0";
-
-/// `job` (an example) as real nodes run it: no process-runtime annotation,
-/// the TensorFlow image, `$(EXAMPLES)` its /examples, the checkpoint
-/// folder a hostPath every node shares (one host: it stands in for the
-/// shared storage a real job's checkpoints need), and a grace period of
-/// 5 s: the program is its container's PID 1, which ignores a SIGTERM it
-/// has no handler for (and a ps or worker blocked in the server's join
-/// runs none), so each deleted pod would otherwise take the default 30 s.
-pub fn on_real_nodes(mut job: Value) -> Value {
-    for replica in job["spec"]["replicaSpecs"]
-        .as_array_mut()
-        .expect("replicaSpecs")
-    {
-        let template = &mut replica["template"];
-        if let Some(annotations) = template["metadata"]["annotations"].as_object_mut() {
-            annotations.remove("sim.federation.tfjob.io/runtime");
-        }
-        template["spec"]["terminationGracePeriodSeconds"] = json!(5);
-        template["spec"]["volumes"] = json!([{"name": "checkpoints",
-            "hostPath": {"path": "/tmp/tfjob-federator-checkpoints", "type": "DirectoryOrCreate"}}]);
-        let container = &mut template["spec"]["containers"][0];
-        container["image"] = json!(TENSORFLOW_IMAGE);
-        container["imagePullPolicy"] = json!("IfNotPresent");
-        container["volumeMounts"] =
-            json!([{"name": "checkpoints", "mountPath": "/tmp/tfjob-federator-checkpoints"}]);
-        container["env"]
-            .as_array_mut()
-            .expect("env")
-            .push(json!({"name": "EXAMPLES", "value": "/examples"}));
-    }
-    job
-}
-
 /// The ParameterServerStrategy example `job` (named `tf-ps`, 40 steps)
 /// spread over both members: the chief's TF_CONFIG names its peers on the
 /// other member by their clusterset.local addresses, the job succeeds
@@ -270,6 +232,20 @@ pub async fn ps_job_trains_over_both_members(
             log.contains(address.as_str()),
             "the chief read {address} from TF_CONFIG: {log}"
         );
+    }
+    // Every pod ran on its member's real node, in containerd.
+    for member in used {
+        let pods: Api<Pod> = Api::namespaced(f.clients[member].clone(), &f.namespace);
+        for pod in pods.list(&Default::default()).await.expect("pods") {
+            let spec = pod.spec.as_ref().expect("spec");
+            assert_eq!(spec.node_name, Some(format!("{member}-node")));
+            let id = real::container_id(&pod);
+            assert!(
+                id.starts_with("containerd://"),
+                "{:?}: {id:?}",
+                pod.metadata.name
+            );
+        }
     }
     let tail = plugin(
         &f.kubeconfig("home"),
