@@ -210,6 +210,21 @@ pub fn on_real_nodes() -> bool {
     ON_REAL_NODES.contains(&env!("CARGO_CRATE_NAME"))
 }
 
+static REAL_NODES_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Where [`on_real_nodes`], the whole ground is a test's until the guard
+/// drops, one cluster and three alike, their start included: real
+/// TensorFlow is CPU-bound, and a second launcher importing the 2 GiB
+/// image beside a training job made it miss its limits on two cores.
+/// Elsewhere the shapes take turns each on its own (`None`).
+pub async fn real_nodes_turn() -> Option<tokio::sync::MutexGuard<'static, ()>> {
+    if on_real_nodes() {
+        Some(REAL_NODES_TURN.lock().await)
+    } else {
+        None
+    }
+}
+
 /// `home`, `member-1` and `member-2`, one node of 4 GPUs each (a real one
 /// where [`on_real_nodes`]), the members registered with the identity of
 /// `deploy/member-rbac.yaml` (the shape of the federation tests).

@@ -271,6 +271,7 @@ impl<View> Setup<View> {
             self.max_pods.is_none(),
             "the pods per node of real nodes are fixed"
         );
+        let whole_ground = real::real_nodes_turn().await;
         let (clusters, node_count) = if self.members.is_empty() {
             let count = if real::on_real_nodes() {
                 1
@@ -306,7 +307,10 @@ impl<View> Setup<View> {
             None => clusters.controller_kubeconfig().await,
         };
         (
-            Clusters::Real { _turn: turn },
+            Clusters::Real {
+                _turn: turn,
+                _whole_ground: whole_ground,
+            },
             kubeconfigs,
             controller_kubeconfig,
         )
@@ -318,6 +322,7 @@ enum Clusters {
     Simulated(Vec<RunningCluster>),
     Real {
         _turn: tokio::sync::MutexGuard<'static, ()>,
+        _whole_ground: Option<tokio::sync::MutexGuard<'static, ()>>,
     },
 }
 
