@@ -61,6 +61,7 @@ type options struct {
 	register      bool
 	realNodes     bool
 	tensorflow    bool
+	processEnv    []string
 }
 
 func logf(format string, args ...any) {
@@ -75,12 +76,19 @@ func main() {
 	flag.IntVar(&o.gpus, "gpus-per-node", 4, "nvidia.com/gpu per node")
 	flag.StringVar(&o.cpu, "cpu-per-node", "32", "cpu per node")
 	flag.StringVar(&o.memory, "memory-per-node", "128Gi", "memory per node")
+	flag.Func("process-env", "NAME=VALUE in the env of every process pod, beneath the container's own (repeatable; e.g. PATH of a Python virtual environment)", func(kv string) error {
+		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+			return fmt.Errorf("%q is not NAME=VALUE", kv)
+		}
+		o.processEnv = append(o.processEnv, kv)
+		return nil
+	})
 	flag.BoolVar(&o.register, "register", false, "install the CRDs on home and register the other clusters as members, with the identity of deploy/member-rbac.yaml")
 	flag.BoolVar(&o.realNodes, "real-nodes", false, "give every cluster a real node <cluster>-node (kubelet, containerd, CNI, kube-proxy; needs root), tainted "+realNodeTaint+"=true:NoSchedule beside kwok's nodes and untainted with --nodes 0, advertising the --gpus-per-node GPUs")
 	flag.BoolVar(&o.tensorflow, "tensorflow-image", false, "with --real-nodes, also load "+tensorflowImage+" (the virtual environment of hack/tf-venv, made first if missing, with the example programs in /examples) into every real node")
 	flag.Parse()
 	if o.kubeconfigDir == "" || o.clusters < 1 || o.nodes < 0 || (o.nodes == 0 && !o.realNodes) {
-		fmt.Fprintln(os.Stderr, "usage: real-clusters --clusters N --kubeconfig-dir DIR [--nodes K] [--gpus-per-node G] [--cpu-per-node C] [--memory-per-node M] [--register] [--real-nodes [--tensorflow-image]]")
+		fmt.Fprintln(os.Stderr, "usage: real-clusters --clusters N --kubeconfig-dir DIR [--nodes K] [--gpus-per-node G] [--cpu-per-node C] [--memory-per-node M] [--register] [--real-nodes] [--process-env NAME=VALUE]…")
 		os.Exit(2)
 	}
 	// Asked to stop (a signal, or standard input closed) is a clean end; a
@@ -132,11 +140,11 @@ func run(ctx context.Context, o options, procs *processes) error {
 		return err
 	}
 	logf("logs in %s", logs)
-	// The scripted pods' logs (kubelet.go), served as their kubelet's.
+	// Process pods (process.go): their pod network, hosts files and logs;
+	// every process stopped and the network removed when the run ends.
 	book := newLogBook(filepath.Join(logs, "pods"))
-	if o.realNodes {
-		cleanStaleNetworks()
-	}
+	runtime := newProcessRuntime(ctx, book, work, o.processEnv)
+	defer runtime.stopAll()
 	etcd, err := startEtcd(ctx, procs, bin, work, logs)
 	if err != nil {
 		return err
@@ -158,7 +166,7 @@ func run(ctx context.Context, o options, procs *processes) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			clusters[i], errs[i] = startCluster(ctx, procs, book, bin, work, logs, etcd, name, images, o)
+			clusters[i], errs[i] = startCluster(ctx, procs, runtime, bin, work, logs, etcd, name, images, o)
 		}()
 	}
 	wg.Wait()
@@ -492,7 +500,7 @@ func (c *cluster) restConfig(server string) (*rest.Config, error) {
 	return config, nil
 }
 
-func startCluster(ctx context.Context, procs *processes, book *logBook, bin, work, logs, etcd, name string, images []string, o options) (*cluster, error) {
+func startCluster(ctx context.Context, procs *processes, runtime *processRuntime, bin, work, logs, etcd, name string, images []string, o options) (*cluster, error) {
 	dir := filepath.Join(work, name)
 	port, err := freePort()
 	if err != nil {
@@ -633,7 +641,7 @@ func startCluster(ctx context.Context, procs *processes, book *logBook, bin, wor
 	if err != nil {
 		return nil, err
 	}
-	kubeletAPI, err := newLogServer(book, p.serverCert, p.serverKey)
+	kubeletAPI, err := newLogServer(runtime.book, p.serverCert, p.serverKey)
 	if err != nil {
 		return nil, err
 	}
@@ -650,10 +658,13 @@ func startCluster(ctx context.Context, procs *processes, book *logBook, bin, wor
 		}
 		nodes++
 	}
-	if err := runKubelet(ctx, name, client, kubeletAPI); err != nil {
+	if err := runKubelet(ctx, name, client, runtime, kubeletAPI); err != nil {
 		return nil, err
 	}
 	if err := waitServed(ctx, client, "multicluster.x-k8s.io/v1alpha1", "serviceexports"); err != nil {
+		return nil, err
+	}
+	if err := runtime.hosts.watch(ctx, name, client, admin); err != nil {
 		return nil, err
 	}
 	proxy, err := newFaultProxy(c.direct, p.caPEM)
