@@ -149,9 +149,13 @@ func run(ctx context.Context, o options, procs *processes) error {
 	if err != nil {
 		return err
 	}
-	var images []string
+	var images *imageStore
 	if o.realNodes {
-		if images, err = nodeImages(bin, o.tensorflow); err != nil {
+		tars, err := nodeImages(bin, o.tensorflow)
+		if err != nil {
+			return err
+		}
+		if images, err = nodeStore(ctx, tars); err != nil {
 			return err
 		}
 	}
@@ -500,7 +504,7 @@ func (c *cluster) restConfig(server string) (*rest.Config, error) {
 	return config, nil
 }
 
-func startCluster(ctx context.Context, procs *processes, runtime *processRuntime, bin, work, logs, etcd, name string, images []string, o options) (*cluster, error) {
+func startCluster(ctx context.Context, procs *processes, runtime *processRuntime, bin, work, logs, etcd, name string, images *imageStore, o options) (*cluster, error) {
 	dir := filepath.Join(work, name)
 	port, err := freePort()
 	if err != nil {

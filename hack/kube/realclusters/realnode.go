@@ -232,9 +232,9 @@ metricsBindAddress: 127.0.0.1:10249
 conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 `
 
-// startRealNode runs the node and returns once it is Ready. images are
-// the layout tars every node's containerd imports before its kubelet starts.
-func startRealNode(ctx context.Context, procs *processes, bin, dir, logs string, c *cluster, client kubernetes.Interface, images []string, o options) error {
+// startRealNode runs the node and returns once it is Ready. Its
+// containerd's root starts as a copy of images (store.go).
+func startRealNode(ctx context.Context, procs *processes, bin, dir, logs string, c *cluster, client kubernetes.Interface, images *imageStore, o options) error {
 	s := c.slot
 	n := &realNode{name: c.name + "-node", slot: s, dir: filepath.Join(dir, "node")}
 	n.socket = filepath.Join(n.dir, "containerd.sock")
@@ -256,16 +256,14 @@ func startRealNode(ctx context.Context, procs *processes, bin, dir, logs string,
 	inNode := func(name string, args ...string) error {
 		return procs.start(logs, n.name+"-"+name, "nsenter", append([]string{"--net=/run/netns/" + s.netns(), "--"}, args...)...)
 	}
+	if err := images.copyInto(filepath.Join(n.dir, "containerd")); err != nil {
+		return fmt.Errorf("%s: %w", n.name, err)
+	}
 	if err := inNode("containerd", "containerd", "--config", config); err != nil {
 		return err
 	}
 	if err := n.waitContainerd(ctx); err != nil {
 		return err
-	}
-	for _, image := range images {
-		if out, err := exec.CommandContext(ctx, "ctr", "-a", n.socket, "-n", "k8s.io", "images", "import", image).CombinedOutput(); err != nil {
-			return fmt.Errorf("%s: importing %s: %v: %s", n.name, image, err, out)
-		}
 	}
 	kubeconfig := func(file, token string) (string, error) {
 		path := filepath.Join(n.dir, file)
