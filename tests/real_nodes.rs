@@ -7,26 +7,18 @@
 //! that the launcher leaves no process, mount, cgroup or network namespace
 //! of a node behind when it stops; and names across clusters as on a
 //! clusterset: CoreDNS answers `<svc>.<ns>.svc.clusterset.local` once the
-//! Service is exported, and the pod behind it is reached by that name;
-//! and real TensorFlow split over two members by the controller, its
-//! peers found by those names (the shared clusters of this binary have a
-//! real node each, `common::real::on_real_nodes`).
+//! Service is exported, and the pod behind it is reached by that name.
+//! Real TensorFlow on real nodes is `tests/tensorflow.rs`.
 
 #[macro_use]
 mod common;
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::federation::{Ground, HOME_NOT_TARGET, federation};
-use common::real::{self, Launcher, client_from_file};
+use common::real::{self, Launcher, client_from_file, container_id};
 use common::sim_kube::set_faults;
-use common::tensorflow::{
-    TF_TEST_LIMIT, clusters_of, example, on_real_nodes, plugin, ps_job_trains_over_both_members,
-    succeeded, tf_config,
-};
 use common::wait::eventually;
 use k8s_openapi::api::core::v1::{Node, Pod, Service, ServiceAccount};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
@@ -54,16 +46,6 @@ fn python_on_real_node(name: &str, program: &str) -> Pod {
         },
     }))
     .expect("a pod")
-}
-
-/// The runtime's id of the pod's first container ("" before it has one).
-fn container_id(pod: &Pod) -> String {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|c| c.first())
-        .and_then(|c| c.container_id.clone())
-        .unwrap_or_default()
 }
 
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
@@ -506,125 +488,4 @@ async fn a_pod_reaches_a_service_exported_from_another_cluster_by_its_clusterset
         imports.get_opt("web").await.ok()?.is_none().then_some(())
     })
     .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_ps_job_split_over_two_members_trains_on_real_nodes() {
-    let f = federation(Ground::Real)
-        .settings(HOME_NOT_TARGET)
-        .start()
-        .await;
-    // The members export their Services (the peers' clusterset.local
-    // names) and admit the hostPath of the checkpoints.
-    f.patch_members(json!({"exportServices": true, "podPolicy": {"allowHostPath": true}}))
-        .await;
-    real::grant_member_logs(real::three_clusters().await, &["member-1", "member-2"]).await;
-    let placed = ps_job_trains_over_both_members(
-        &f,
-        on_real_nodes(example("ps-strategy.yaml", "tf-ps", 40, json!({}))),
-    )
-    .await;
-    assert_eq!(placed.len(), 5, "{placed:?}");
-    // Every pod ran on its member's real node, in containerd.
-    for member in ["member-1", "member-2"] {
-        let pods: Api<Pod> = Api::namespaced(f.clients[member].clone(), &f.namespace);
-        for pod in pods.list(&Default::default()).await.expect("pods") {
-            let spec = pod.spec.as_ref().expect("spec");
-            assert_eq!(
-                spec.node_name.as_deref(),
-                Some(format!("{member}-node").as_str())
-            );
-            let id = container_id(&pod);
-            assert!(
-                id.starts_with("containerd://"),
-                "{:?}: {id:?}",
-                pod.metadata.name
-            );
-        }
-    }
-}
-
-/// ParameterServerStrategy with a sidecar evaluator (tensorflow#46169):
-/// the coordinator connects to every task of its cluster, so with the
-/// evaluator, which serves nothing, in the chief's `TF_CONFIG` it would
-/// wait forever. The training tasks' cluster lists no evaluator, the
-/// evaluator's lists itself; the chief trains to the end and the
-/// evaluator evaluates its checkpoints, the last one too (the job keeps
-/// its pods: `cleanUpPolicy: none`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_ps_job_with_a_sidecar_evaluator_split_over_two_members_trains_and_evaluates() {
-    let f = federation(Ground::Real)
-        .settings(HOME_NOT_TARGET)
-        .start()
-        .await;
-    f.patch_members(json!({"exportServices": true, "podPolicy": {"allowHostPath": true}}))
-        .await;
-    real::grant_member_logs(real::three_clusters().await, &["member-1", "member-2"]).await;
-    let mut job = on_real_nodes(example(
-        "ps-strategy.yaml",
-        "tf-eval",
-        40,
-        json!({"runPolicy": {"backoffLimit": 3, "cleanUpPolicy": "none"}}),
-    ));
-    let replicas = job["spec"]["replicaSpecs"]
-        .as_array_mut()
-        .expect("replicaSpecs");
-    let mut evaluator = replicas[0].clone();
-    evaluator["type"] = json!("evaluator");
-    evaluator["restartPolicy"] = json!("Never");
-    replicas.push(evaluator);
-    f.submit(job).await;
-    let running = f
-        .wait_job(
-            "tf-eval",
-            "every replica placed and running",
-            TF_TEST_LIMIT,
-            |j| clusters_of(j).len() == 6 && j["status"]["aggregate"]["running"] == json!(6),
-        )
-        .await;
-    let placed = clusters_of(&running);
-    let used: BTreeSet<&String> = placed.values().collect();
-    assert_eq!(used.len(), 2, "Spread uses both members: {placed:?}");
-    for (replica, lists_evaluator) in [
-        ("chief-0", false),
-        ("ps-0", false),
-        ("worker-1", false),
-        ("evaluator-0", true),
-    ] {
-        let config = tf_config(&f, &placed[replica], &format!("tf-eval-{replica}")).await;
-        assert_eq!(
-            config["cluster"].get("evaluator").is_some(),
-            lists_evaluator,
-            "{replica}: {config}"
-        );
-        assert_eq!(
-            config["cluster"]["worker"].as_array().map(Vec::len),
-            Some(2)
-        );
-    }
-    succeeded(&f, "tf-eval", TF_TEST_LIMIT).await;
-    let chief = plugin(
-        &f.kubeconfig("home"),
-        &["logs", "tf-eval", "-n", &f.namespace],
-    )
-    .await;
-    assert!(chief.contains("chief-0: trained 40 steps"), "{chief}");
-    let evaluated = eventually(
-        "the evaluator's last evaluation",
-        TF_TEST_LIMIT,
-        async || {
-            let log = plugin(
-                &f.kubeconfig("home"),
-                &["logs", "tf-eval", "evaluator-0", "-n", &f.namespace],
-            )
-            .await;
-            log.contains("evaluator-0: evaluated ckpt-40 at step 40: loss ")
-                .then_some(log)
-        },
-    )
-    .await;
-    assert!(
-        evaluated.contains("evaluator-0: evaluated ckpt-"),
-        "{evaluated}"
-    );
 }

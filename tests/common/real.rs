@@ -172,72 +172,57 @@ pub fn repo_path(relative: &str) -> PathBuf {
 static ONE: tokio::sync::OnceCell<RealClusters> = tokio::sync::OnceCell::const_new();
 static THREE: tokio::sync::OnceCell<RealClusters> = tokio::sync::OnceCell::const_new();
 
-/// One cluster, `home`, with the default nodes (4 × 4 GPUs) and no members.
+/// One cluster, `home`, with the default nodes (4 × 4 GPUs; one real node
+/// of 4 GPUs where [`on_real_nodes`]) and no members.
 pub async fn one_cluster() -> &'static RealClusters {
-    ONE.get_or_init(|| RealClusters::start(&["--clusters", "1"]))
-        .await
-}
-
-/// Where `hack/tf-venv` keeps the TensorFlow virtual environment (nothing
-/// is installed by asking).
-pub fn tf_venv_dir() -> PathBuf {
-    let output = Command::new(repo_path("hack/tf-venv"))
-        .arg("--dir")
-        .output()
-        .expect("hack/tf-venv runs (bash)");
-    assert!(output.status.success(), "hack/tf-venv --dir failed");
-    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
-}
-
-/// The TensorFlow virtual environment, created on first use (`hack/tf-venv`:
-/// tensorflow-cpu from PyPI, pinned; under a minute once downloaded,
-/// progress on stderr); a failure fails the test.
-pub async fn tf_venv() -> PathBuf {
-    static VENV: tokio::sync::OnceCell<PathBuf> = tokio::sync::OnceCell::const_new();
-    VENV.get_or_init(|| async {
-        tokio::task::spawn_blocking(|| {
-            let output = Command::new(repo_path("hack/tf-venv"))
-                .stderr(std::process::Stdio::inherit())
-                .output()
-                .expect("hack/tf-venv runs (bash, python3)");
-            assert!(
-                output.status.success(),
-                "hack/tf-venv failed: the TensorFlow virtual environment is needed (pip install tensorflow-cpu)"
-            );
-            PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
-        })
-        .await
-        .expect("hack/tf-venv")
+    ONE.get_or_init(|| async {
+        let nodes: &[&str] = if on_real_nodes() {
+            REAL_NODES_ONLY
+        } else {
+            &[]
+        };
+        RealClusters::start(&[&["--clusters", "1"], nodes].concat()).await
     })
     .await
-    .clone()
 }
 
-/// The launcher's flags for process pods (docs/src/testing/real-tensorflow.md): the
-/// TensorFlow virtual environment first on their PATH, and `EXAMPLES`, the
-/// directory of the example programs that `$(EXAMPLES)` names in a command.
-pub fn process_env_args() -> Vec<String> {
-    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
-    vec![
-        "--process-env".into(),
-        format!("PATH={}:{path}", tf_venv_dir().join("bin").display()),
-        "--process-env".into(),
-        format!(
-            "EXAMPLES={}",
-            repo_path("config/examples/tensorflow").display()
-        ),
-    ]
+/// The runtime's id of the pod's first container ("" before it has one).
+pub fn container_id(pod: &k8s_openapi::api::core::v1::Pod) -> String {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.first())
+        .and_then(|c| c.container_id.clone())
+        .unwrap_or_default()
 }
 
 /// The test binaries whose shared clusters run their pods on real nodes
 /// (docs/src/testing/real-nodes.md): each cluster's one node is a real
 /// one, with the TensorFlow image; the others' is kwok's, their pods
-/// scripted or run by the process runtime.
-const ON_REAL_NODES: &[&str] = &["real_nodes"];
+/// scripted.
+const ON_REAL_NODES: &[&str] = &["real_nodes", "tensorflow"];
+
+/// The launcher's flags for clusters whose only node is a real one.
+const REAL_NODES_ONLY: &[&str] = &["--nodes", "0", "--real-nodes", "--tensorflow-image"];
 
 /// This test binary's shared clusters have real nodes.
 pub fn on_real_nodes() -> bool {
     ON_REAL_NODES.contains(&env!("CARGO_CRATE_NAME"))
+}
+
+static REAL_NODES_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Where [`on_real_nodes`], the whole ground is a test's until the guard
+/// drops, one cluster and three alike, their start included: real
+/// TensorFlow is CPU-bound, and a second launcher importing the 2 GiB
+/// image beside a training job made it miss its limits on two cores.
+/// Elsewhere the shapes take turns each on its own (`None`).
+pub async fn real_nodes_turn() -> Option<tokio::sync::MutexGuard<'static, ()>> {
+    if on_real_nodes() {
+        Some(REAL_NODES_TURN.lock().await)
+    } else {
+        None
+    }
 }
 
 /// `home`, `member-1` and `member-2`, one node of 4 GPUs each (a real one
@@ -246,34 +231,21 @@ pub fn on_real_nodes() -> bool {
 pub async fn three_clusters() -> &'static RealClusters {
     THREE
         .get_or_init(|| async {
-            let node: &[&str] = if on_real_nodes() {
-                &["--nodes", "0", "--real-nodes", "--tensorflow-image"]
+            let nodes: &[&str] = if on_real_nodes() {
+                REAL_NODES_ONLY
             } else {
                 &["--nodes", "1"]
             };
-            let args: Vec<&str> = ["--clusters", "3", "--register", "--gpus-per-node", "4"]
-                .into_iter()
-                .chain(node.iter().copied())
-                .collect();
-            RealClusters::start(&args).await
+            let shape: &[&str] = &["--clusters", "3", "--register", "--gpus-per-node", "4"];
+            RealClusters::start(&[shape, nodes].concat()).await
         })
         .await
 }
 
 impl RealClusters {
     async fn start(args: &[&str]) -> RealClusters {
-        let process_env = if on_real_nodes() {
-            Vec::new()
-        } else {
-            process_env_args()
-        };
-        let args: Vec<&str> = args
-            .iter()
-            .copied()
-            .chain(process_env.iter().map(String::as_str))
-            .collect();
         RealClusters {
-            launcher: Launcher::start(&args).await,
+            launcher: Launcher::start(args).await,
             turn: tokio::sync::Mutex::new(()),
             controller_kubeconfig: tokio::sync::OnceCell::new(),
             registered_secrets: tokio::sync::OnceCell::new(),

@@ -271,8 +271,14 @@ impl<View> Setup<View> {
             self.max_pods.is_none(),
             "the pods per node of real nodes are fixed"
         );
+        let whole_ground = real::real_nodes_turn().await;
         let (clusters, node_count) = if self.members.is_empty() {
-            (real::one_cluster().await, NodeShape::default().count)
+            let count = if real::on_real_nodes() {
+                1
+            } else {
+                NodeShape::default().count
+            };
+            (real::one_cluster().await, count)
         } else {
             assert_eq!(
                 self.members,
@@ -301,7 +307,10 @@ impl<View> Setup<View> {
             None => clusters.controller_kubeconfig().await,
         };
         (
-            Clusters::Real { _turn: turn },
+            Clusters::Real {
+                _turn: turn,
+                _whole_ground: whole_ground,
+            },
             kubeconfigs,
             controller_kubeconfig,
         )
@@ -313,6 +322,7 @@ enum Clusters {
     Simulated(Vec<RunningCluster>),
     Real {
         _turn: tokio::sync::MutexGuard<'static, ()>,
+        _whole_ground: Option<tokio::sync::MutexGuard<'static, ()>>,
     },
 }
 

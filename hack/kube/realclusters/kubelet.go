@@ -75,7 +75,7 @@ func (s script) exitCode(attempt int) int32 {
 
 type kubelet struct {
 	cluster     string
-	runtime     *processRuntime
+	book        *logBook
 	client      kubernetes.Interface
 	nodes       cache.Indexer
 	mu          sync.Mutex
@@ -83,14 +83,13 @@ type kubelet struct {
 	terminating map[types.UID]bool
 	attempts    map[string]int // per namespace/name: attempts so far
 	serial      int
-	processes   map[types.UID]*runningProcess // the process runtime's pods
 }
 
-func runKubelet(ctx context.Context, cluster string, client kubernetes.Interface, runtime *processRuntime, logs *logServer) error {
+func runKubelet(ctx context.Context, cluster string, client kubernetes.Interface, logs *logServer) error {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	pods := factory.Core().V1().Pods().Informer()
 	nodes := factory.Core().V1().Nodes().Informer()
-	k := &kubelet{cluster: cluster, runtime: runtime, client: client, nodes: nodes.GetIndexer(), started: map[types.UID]bool{}, terminating: map[types.UID]bool{}, attempts: map[string]int{}, processes: map[types.UID]*runningProcess{}}
+	k := &kubelet{cluster: cluster, book: logs.book, client: client, nodes: nodes.GetIndexer(), started: map[types.UID]bool{}, terminating: map[types.UID]bool{}, attempts: map[string]int{}}
 	logs.kubelet.Store(k)
 	_, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { k.observe(ctx, obj) },
@@ -101,21 +100,9 @@ func runKubelet(ctx context.Context, cluster string, client kubernetes.Interface
 			}
 			if pod, ok := obj.(*corev1.Pod); ok {
 				k.mu.Lock()
-				process := k.processes[pod.UID]
 				delete(k.started, pod.UID)
 				delete(k.terminating, pod.UID)
-				delete(k.processes, pod.UID)
-				if process != nil {
-					process.deleting = true
-				}
 				k.mu.Unlock()
-				// A pod gone without the deletion seen first (a watch gap: a
-				// tombstone) takes its process along: no process outlives
-				// its pod. (A deletion with grace period 0 is seen as one,
-				// terminateProcess.)
-				if process != nil {
-					go stopProcess(ctx, process, 2*time.Second)
-				}
 			}
 		},
 	})
@@ -141,11 +128,7 @@ func (k *kubelet) observe(ctx context.Context, obj any) {
 	if pod.DeletionTimestamp != nil {
 		if !k.terminating[pod.UID] {
 			k.terminating[pod.UID] = true
-			if wantsProcess(pod) && k.runtime != nil {
-				go k.terminateProcess(ctx, pod)
-			} else {
-				go k.terminate(ctx, pod.Namespace, pod.Name, pod.UID)
-			}
+			go k.terminate(ctx, pod.Namespace, pod.Name, pod.UID)
 		}
 		return
 	}
@@ -162,10 +145,6 @@ func (k *kubelet) observe(ctx context.Context, obj any) {
 		}
 	}
 	k.started[pod.UID] = true
-	if wantsProcess(pod) && k.runtime != nil {
-		go k.runProcess(ctx, pod.DeepCopy(), hostIP)
-		return
-	}
 	k.serial++
 	podIP := fmt.Sprintf("10.244.%d.%d", (k.serial/250)%250, k.serial%250+2)
 	go k.drive(ctx, pod.Namespace, pod.Name, firstContainer(pod), pod.UID, scriptOf(pod), hostIP, podIP)
@@ -281,7 +260,7 @@ func (k *kubelet) drive(ctx context.Context, namespace, name, container string, 
 			setConditions(pod, true, "")
 		})
 		if !running {
-			k.runtime.book.setOpen(logs, false)
+			k.book.setOpen(logs, false)
 			return
 		}
 		if !sleep(ctx, s.run) {
@@ -340,7 +319,7 @@ func (k *kubelet) terminate(ctx context.Context, namespace, name string, uid typ
 		k.mu.Lock()
 		attempt := k.attempts[namespace+"/"+name] - 1
 		k.mu.Unlock()
-		if logs := k.runtime.book.path(k.cluster, namespace, name, firstContainer(pod), attempt); attempt >= 0 && k.runtime.book.isOpen(logs) {
+		if logs := k.book.path(k.cluster, namespace, name, firstContainer(pod), attempt); attempt >= 0 && k.book.isOpen(logs) {
 			k.endScriptedLog(logs, name, attempt, 143)
 		}
 		now := metav1.Now()
@@ -385,18 +364,18 @@ func firstContainer(pod *corev1.Pod) string {
 // the lines the simulated kubelet writes (crates/kube-sim/src/logs.rs),
 // and returns its path.
 func (k *kubelet) scriptedLogs(namespace, name, container string, attempt int) string {
-	path := k.runtime.book.path(k.cluster, namespace, name, container, attempt)
+	path := k.book.path(k.cluster, namespace, name, container, attempt)
 	_ = os.Remove(path)
-	k.runtime.book.setOpen(path, true)
+	k.book.setOpen(path, true)
 	n := attempt + 1
-	k.runtime.book.appendLines(path, fmt.Sprintf("%s attempt %d: started", name, n), fmt.Sprintf("%s attempt %d: running", name, n))
+	k.book.appendLines(path, fmt.Sprintf("%s attempt %d: started", name, n), fmt.Sprintf("%s attempt %d: running", name, n))
 	return path
 }
 
 func (k *kubelet) endScriptedLog(path, name string, attempt int, code int32) {
-	if !k.runtime.book.isOpen(path) {
+	if !k.book.isOpen(path) {
 		return
 	}
-	k.runtime.book.appendLines(path, fmt.Sprintf("%s attempt %d: exited with code %d", name, attempt+1, code))
-	k.runtime.book.setOpen(path, false)
+	k.book.appendLines(path, fmt.Sprintf("%s attempt %d: exited with code %d", name, attempt+1, code))
+	k.book.setOpen(path, false)
 }

@@ -16,11 +16,11 @@ import (
 	"time"
 )
 
-// Container logs on the real ground. Each attempt of a pod's container
+// The container logs of kwok's (scripted) pods on the real ground; a real
+// node's kubelet serves its own. Each attempt of a pod's container
 // (counted per pod name in the cluster, as `exit-codes` counts them)
-// writes one file, DIR/logs/pods/<cluster>/<namespace>_<pod>/<container>/<n>.log:
-// a process pod's stdout and stderr, a scripted pod the lines the
-// simulated kubelet writes (crates/kube-sim/src/logs.rs). One kubelet
+// writes one file, DIR/logs/pods/<cluster>/<namespace>_<pod>/<container>/<n>.log,
+// with the lines the simulated kubelet writes (crates/kube-sim/src/logs.rs). One kubelet
 // server per cluster serves them to kube-apiserver, which serves `kubectl
 // logs` (`pods/log`) by asking the pod's node: the nodes' ExternalIP is
 // 127.0.0.1 and their kubelet port this server's, and kube-apiserver

@@ -61,7 +61,6 @@ type options struct {
 	register      bool
 	realNodes     bool
 	tensorflow    bool
-	processEnv    []string
 }
 
 func logf(format string, args ...any) {
@@ -76,19 +75,12 @@ func main() {
 	flag.IntVar(&o.gpus, "gpus-per-node", 4, "nvidia.com/gpu per node")
 	flag.StringVar(&o.cpu, "cpu-per-node", "32", "cpu per node")
 	flag.StringVar(&o.memory, "memory-per-node", "128Gi", "memory per node")
-	flag.Func("process-env", "NAME=VALUE in the env of every process pod, beneath the container's own (repeatable; e.g. PATH of a Python virtual environment)", func(kv string) error {
-		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
-			return fmt.Errorf("%q is not NAME=VALUE", kv)
-		}
-		o.processEnv = append(o.processEnv, kv)
-		return nil
-	})
 	flag.BoolVar(&o.register, "register", false, "install the CRDs on home and register the other clusters as members, with the identity of deploy/member-rbac.yaml")
 	flag.BoolVar(&o.realNodes, "real-nodes", false, "give every cluster a real node <cluster>-node (kubelet, containerd, CNI, kube-proxy; needs root), tainted "+realNodeTaint+"=true:NoSchedule beside kwok's nodes and untainted with --nodes 0, advertising the --gpus-per-node GPUs")
 	flag.BoolVar(&o.tensorflow, "tensorflow-image", false, "with --real-nodes, also load "+tensorflowImage+" (the virtual environment of hack/tf-venv, made first if missing, with the example programs in /examples) into every real node")
 	flag.Parse()
 	if o.kubeconfigDir == "" || o.clusters < 1 || o.nodes < 0 || (o.nodes == 0 && !o.realNodes) {
-		fmt.Fprintln(os.Stderr, "usage: real-clusters --clusters N --kubeconfig-dir DIR [--nodes K] [--gpus-per-node G] [--cpu-per-node C] [--memory-per-node M] [--register] [--real-nodes] [--process-env NAME=VALUE]…")
+		fmt.Fprintln(os.Stderr, "usage: real-clusters --clusters N --kubeconfig-dir DIR [--nodes K] [--gpus-per-node G] [--cpu-per-node C] [--memory-per-node M] [--register] [--real-nodes [--tensorflow-image]]")
 		os.Exit(2)
 	}
 	// Asked to stop (a signal, or standard input closed) is a clean end; a
@@ -140,11 +132,11 @@ func run(ctx context.Context, o options, procs *processes) error {
 		return err
 	}
 	logf("logs in %s", logs)
-	// Process pods (process.go): their pod network, hosts files and logs;
-	// every process stopped and the network removed when the run ends.
+	// The scripted pods' logs (kubelet.go), served as their kubelet's.
 	book := newLogBook(filepath.Join(logs, "pods"))
-	runtime := newProcessRuntime(ctx, book, work, o.processEnv)
-	defer runtime.stopAll()
+	if o.realNodes {
+		cleanStaleNetworks()
+	}
 	etcd, err := startEtcd(ctx, procs, bin, work, logs)
 	if err != nil {
 		return err
@@ -170,7 +162,7 @@ func run(ctx context.Context, o options, procs *processes) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			clusters[i], errs[i] = startCluster(ctx, procs, runtime, bin, work, logs, etcd, name, images, o)
+			clusters[i], errs[i] = startCluster(ctx, procs, book, bin, work, logs, etcd, name, images, o)
 		}()
 	}
 	wg.Wait()
@@ -504,7 +496,7 @@ func (c *cluster) restConfig(server string) (*rest.Config, error) {
 	return config, nil
 }
 
-func startCluster(ctx context.Context, procs *processes, runtime *processRuntime, bin, work, logs, etcd, name string, images *imageStore, o options) (*cluster, error) {
+func startCluster(ctx context.Context, procs *processes, book *logBook, bin, work, logs, etcd, name string, images *imageStore, o options) (*cluster, error) {
 	dir := filepath.Join(work, name)
 	port, err := freePort()
 	if err != nil {
@@ -645,7 +637,7 @@ func startCluster(ctx context.Context, procs *processes, runtime *processRuntime
 	if err != nil {
 		return nil, err
 	}
-	kubeletAPI, err := newLogServer(runtime.book, p.serverCert, p.serverKey)
+	kubeletAPI, err := newLogServer(book, p.serverCert, p.serverKey)
 	if err != nil {
 		return nil, err
 	}
@@ -662,13 +654,10 @@ func startCluster(ctx context.Context, procs *processes, runtime *processRuntime
 		}
 		nodes++
 	}
-	if err := runKubelet(ctx, name, client, runtime, kubeletAPI); err != nil {
+	if err := runKubelet(ctx, name, client, kubeletAPI); err != nil {
 		return nil, err
 	}
 	if err := waitServed(ctx, client, "multicluster.x-k8s.io/v1alpha1", "serviceexports"); err != nil {
-		return nil, err
-	}
-	if err := runtime.hosts.watch(ctx, name, client, admin); err != nil {
 		return nil, err
 	}
 	proxy, err := newFaultProxy(c.direct, p.caPEM)

@@ -46,7 +46,13 @@ const (
 	labelManagedBy     = "endpointslice.kubernetes.io/managed-by"
 )
 
-var serviceImportResource = schema.GroupVersionResource{Group: "multicluster.x-k8s.io", Version: "v1alpha1", Resource: "serviceimports"}
+var (
+	serviceImportResource = schema.GroupVersionResource{Group: "multicluster.x-k8s.io", Version: "v1alpha1", Resource: "serviceimports"}
+	serviceExportResource = schema.GroupVersionResource{Group: "multicluster.x-k8s.io", Version: "v1alpha1", Resource: "serviceexports"}
+)
+
+// serviceKey names a Service of some cluster: what is exported and imported.
+type serviceKey struct{ namespace, name string }
 
 type mcsCluster struct {
 	name     string
@@ -306,6 +312,13 @@ func applySlice(ctx context.Context, client kubernetes.Interface, slice *discove
 	current.Endpoints, current.Ports, current.Labels = slice.Endpoints, slice.Ports, slice.Labels
 	_, err = slices.Update(ctx, current, metav1.UpdateOptions{FieldManager: mcsManager})
 	return err
+}
+
+// serviceExportCRD is the Multi-Cluster Services API's ServiceExport
+// (multicluster.x-k8s.io/v1alpha1), served by every cluster of the run so
+// that a member with `exportServices` can export its replicas' services.
+func serviceExportCRD() *unstructured.Unstructured {
+	return namespacedCRD("multicluster.x-k8s.io", "v1alpha1", "ServiceExport", "serviceexports", "svcex")
 }
 
 // serviceImportCRD is the MCS API's ServiceImport (v1alpha1, the version

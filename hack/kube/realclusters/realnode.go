@@ -81,9 +81,8 @@ func (s *netSlot) dnsIP() string       { return fmt.Sprintf("10.%d.0.10", 100+s.
 // clients (CoreDNS) dial and the API server's certificate must name.
 func (s *netSlot) kubernetesIP() string { return fmt.Sprintf("10.%d.0.1", 100+s.index) }
 
-// The node's names: its network namespace carries the launcher's pid as
-// the process runtime's do (network.go), so a later launcher removes a
-// killed one's; the veth's host end and the kubelet's cgroup root carry
+// The node's names: its network namespace carries the launcher's pid
+// (netns.go), so a later launcher removes a killed one's; the veth's host end and the kubelet's cgroup root carry
 // the slot, unique on the host while the launcher lives.
 func (s *netSlot) netns() string      { return fmt.Sprintf("rc%d-node%d", os.Getpid(), s.index) }
 func (s *netSlot) hostVeth() string   { return fmt.Sprintf("rcnode%d", s.index) }
@@ -525,23 +524,32 @@ func isKwokNode(node *corev1.Node) bool {
 // nor they its, as on a cluster cut off from the others. Traffic between
 // the node and the host, its own API server's included, is not forwarded
 // and stays: the cluster is cut off from the others, not from itself.
+// A TCP segment across the cut is answered with a reset, everything else
+// dropped: a connection across it fails at its next send, as behind a
+// stateful firewall that lost the route. (With every segment dropped, a
+// TensorFlow chief whose worker was on the cut cluster waited on TCP's
+// retransmission timeout, minutes, before it saw the worker fail.)
 func setDataPlaneCut(s *netSlot, cut bool) error {
 	comment := []string{"-m", "comment", "--comment", fmt.Sprintf("real-clusters %d: partition of node slot %d", os.Getpid(), s.index)}
+	// Inserted in this order, the reset comes first in the chain.
+	verdicts := [][]string{{"-j", "DROP"}, {"-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"}}
 	for _, cidr := range []string{s.podCIDR(), s.serviceCIDR()} {
 		for _, direction := range []string{"-s", "-d"} {
-			rule := append([]string{"FORWARD", direction, cidr, "-j", "DROP"}, comment...)
-			present := exec.Command("iptables", append([]string{"-C"}, rule...)...).Run() == nil
-			action := ""
-			switch {
-			case cut && !present:
-				action = "-I"
-			case !cut && present:
-				action = "-D"
-			default:
-				continue
-			}
-			if out, err := exec.Command("iptables", append([]string{action}, rule...)...).CombinedOutput(); err != nil {
-				return fmt.Errorf("iptables %s %s: %v: %s", action, strings.Join(rule, " "), err, out)
+			for _, verdict := range verdicts {
+				rule := append(append([]string{"FORWARD", direction, cidr}, verdict...), comment...)
+				present := exec.Command("iptables", append([]string{"-C"}, rule...)...).Run() == nil
+				action := ""
+				switch {
+				case cut && !present:
+					action = "-I"
+				case !cut && present:
+					action = "-D"
+				default:
+					continue
+				}
+				if out, err := exec.Command("iptables", append([]string{action}, rule...)...).CombinedOutput(); err != nil {
+					return fmt.Errorf("iptables %s %s: %v: %s", action, strings.Join(rule, " "), err, out)
+				}
 			}
 		}
 	}
